@@ -1,0 +1,163 @@
+#include "app/pipeline.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/cost_model.hpp"
+#include "topologies/sunway.hpp"
+
+namespace exasim {
+
+Prediction predict(const Scenario& sc) {
+  Prediction p;
+  p.scenario = sc;
+  const MachineSpec& m = sc.machine;
+  if (m.family != "sunway") throw ScenarioError(sc.file, "/machine/family", "\"sunway\" (the only family so far)");
+  SunwayNetwork net(m, Precision::fp32);
+  DeviceProfile dev;
+  dev.name = m.name;
+  dev.peak_flops_per_s = m.peak_flops_per_s;
+  dev.gemm_efficiency = m.gemm_efficiency;
+  dev.memory_bandwidth_Bps = m.memory_bandwidth_Bps;
+  RooflineCostModel cost(dev);
+  p.cost_model = cost.describe();
+  p.workload = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
+  EngineOptions opt;
+  opt.fidelity = sc.fidelity;
+  p.sim = simulate(p.workload.workload, net, cost, opt);
+  const SimulatedRank& slow = slowest_rank(p.sim);
+  p.breakdown = breakdown_of(p.workload.workload.graph, slow);
+  p.critical = critical_path(p.workload.workload.graph, slow);
+  p.step_time_s = p.sim.step_time_s;
+  const double ranks = p.workload.placement.ranks;
+  p.executed_flops = p.workload.executed_flops_per_rank * ranks;
+  p.model_flops = p.workload.model_flops_per_rank * ranks;
+  p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;
+  p.model_pflops = p.model_flops / p.step_time_s / 1e15;
+  p.tokens_per_s = p.workload.tokens_per_step / p.step_time_s;
+  return p;
+}
+
+nlohmann::json report_json(const Prediction& p) {
+  using nlohmann::json;
+  const Scenario& sc = p.scenario;
+  json r;
+  r["scenario"] = {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}};
+  r["machine"] = {{"name", sc.machine.name},
+                  {"nodes_per_supernode", sc.machine.nodes_per_supernode},
+                  {"node_injection_Bps", sc.machine.node_injection_Bps},
+                  {"link_latency_s", sc.machine.link_latency_s},
+                  {"upper_level_bandwidth_ratio", sc.machine.upper_level_bandwidth_ratio}};
+  r["model"] = {{"name", sc.model.name},
+                {"layers", sc.model.layers},
+                {"d_model", sc.model.d_model},
+                {"d_ff", sc.model.d_ff},
+                {"experts_per_layer", sc.model.experts_per_layer},
+                {"top_k", sc.model.top_k},
+                {"parameters", p.workload.parameters}};
+  r["plan"] = {{"layout", to_string(sc.plan.layout)},
+               {"nodes", sc.plan.nodes},
+               {"supernodes_used", p.workload.placement.supernodes_used},
+               {"nodes_per_supernode_used", sc.plan.nodes_per_supernode_used},
+               {"replicas_per_expert", p.workload.placement.replicas},
+               {"paro", sc.plan.paro},
+               {"all_to_all", to_string(sc.plan.all_to_all)}};
+  r["training"] = {{"seq_len", sc.training.seq_len},
+                   {"micro_batch_per_node", sc.training.micro_batch_per_node},
+                   {"micro_batches", sc.training.micro_batches},
+                   {"precision", to_string(sc.training.precision)},
+                   {"grad_sync", to_string(sc.training.grad_sync)}};
+  r["step_time_s"] = p.step_time_s;
+  r["executed_flops"] = p.executed_flops;
+  r["sustained_pflops"] = p.sustained_pflops;
+  r["model_flops"] = p.model_flops;
+  r["model_pflops"] = p.model_pflops;
+  r["tokens_per_s"] = p.tokens_per_s;
+  const Breakdown& b = p.breakdown;
+  const double tot = b.total_s() > 0 ? b.total_s() : 1;
+  auto part = [&](double s) { return json{{"seconds", s}, {"share", s / tot}}; };
+  r["breakdown"] = {{"forward_compute", part(b.forward_compute_s)},
+                    {"forward_communication", part(b.forward_communication_s)},
+                    {"backward_compute", part(b.backward_compute_s)},
+                    {"backward_communication", part(b.backward_communication_s)},
+                    {"optimizer", part(b.optimizer_s)},
+                    {"idle", part(b.idle_s)}};
+  const MemoryPerNode& mem = p.workload.memory;
+  r["memory_per_node_bytes"] = {{"parameters", mem.parameters_bytes},
+                                {"gradients", mem.gradients_bytes},
+                                {"optimizer_state", mem.optimizer_state_bytes},
+                                {"activations", mem.activations_bytes},
+                                {"total", mem.total_bytes()},
+                                {"capacity", sc.machine.memory_bytes}};
+  json cp = json::array();
+  for (size_t i = 0; i < p.critical.size() && i < 10; ++i) {
+    const auto& c = p.critical[i];
+    cp.push_back({{"label", c.label},
+                  {"phase", c.phase},
+                  {"kind", c.compute ? "compute" : "communication"},
+                  {"seconds", c.seconds},
+                  {"share", c.seconds / p.step_time_s}});
+  }
+  r["critical_path"] = cp;
+  r["cost_model"] = p.cost_model;
+  json ann = json::array();
+  for (const auto& a : sc.annotations) {
+    json x{{"json_path", a.json_path}, {"value", a.value}, {"kind", a.kind}, {"reason", a.reason}};
+    if (a.kind == "free_parameter") x["fitted_on"] = a.fitted_on;
+    ann.push_back(x);
+  }
+  r["assumptions"] = ann;
+  long represented = 0;
+  for (auto& s : p.sim.ranks) represented += s.multiplicity;
+  r["sim"] = {{"fidelity", to_string(p.sim.fidelity)},
+              {"simulated_ranks", p.sim.stats.simulated_ranks},
+              {"represented_ranks", represented},
+              {"flows", p.sim.stats.flows},
+              {"compute_activities", p.sim.stats.compute_activities},
+              {"delay_activities", p.sim.stats.delay_activities},
+              {"links", p.sim.stats.links},
+              {"hosts", p.sim.stats.hosts},
+              {"routes", p.sim.stats.routes},
+              {"network_model", "SimGrid CM02, TCP-gamma 0, cross-traffic off"}};
+  return r;
+}
+
+std::string summary_text(const Prediction& p) {
+  const Scenario& sc = p.scenario;
+  std::string s;
+  s += fmt::format("exasim prediction: {}\n", sc.name);
+  s += fmt::format("  model      {} ({:.3g} parameters, {} layers, {} experts per layer)\n", sc.model.name,
+                   p.workload.parameters, sc.model.layers, sc.model.experts_per_layer);
+  s += fmt::format("  machine    {}: {} nodes in {} supernodes, {} layout, {} replicas per expert, ParO {}\n",
+                   sc.machine.name, sc.plan.nodes, p.workload.placement.supernodes_used, to_string(sc.plan.layout),
+                   p.workload.placement.replicas, sc.plan.paro ? "on" : "off");
+  s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
+                   to_string(sc.training.precision), sc.training.seq_len * sc.training.micro_batch_per_node,
+                   sc.training.micro_batches);
+  s += fmt::format("  step time          {:.4f} s\n", p.step_time_s);
+  s += fmt::format("  sustained          {:.1f} PFLOPS (executed FLOPs, as hardware counters count them)\n",
+                   p.sustained_pflops);
+  s += fmt::format("  model              {:.1f} PFLOPS (forward and backward GEMMs)\n", p.model_pflops);
+  s += fmt::format("  tokens             {:.4g} per second\n", p.tokens_per_s);
+  const Breakdown& b = p.breakdown;
+  const double t = b.total_s() > 0 ? b.total_s() : 1;
+  s += "  where the time goes (slowest simulated rank):\n";
+  auto line = [&](const char* n, double v) { s += fmt::format("    {:<24} {:9.4f} s  {:5.1f} %\n", n, v, 100 * v / t); };
+  line("forward compute", b.forward_compute_s);
+  line("forward communication", b.forward_communication_s);
+  line("backward compute", b.backward_compute_s);
+  line("backward communication", b.backward_communication_s);
+  line("optimizer", b.optimizer_s);
+  if (b.idle_s > 0) line("idle", b.idle_s);
+  const MemoryPerNode& m = p.workload.memory;
+  s += fmt::format("  memory per node    {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f})\n",
+                   m.total_bytes() / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,
+                   m.gradients_bytes / 1e9, m.optimizer_state_bytes / 1e9, m.activations_bytes / 1e9);
+  s += "  critical path, top items:\n";
+  for (size_t i = 0; i < p.critical.size() && i < 5; ++i)
+    s += fmt::format("    {:<32} {:<9} {:9.4f} s\n", p.critical[i].label, p.critical[i].phase, p.critical[i].seconds);
+  s += fmt::format("  simulated: {} fidelity, {} ranks standing for {}, {} flows\n", to_string(p.sim.fidelity),
+                   p.sim.stats.simulated_ranks, p.workload.placement.ranks, p.sim.stats.flows);
+  return s;
+}
+
+}  // namespace exasim

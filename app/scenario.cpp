@@ -1,0 +1,590 @@
+// Strict scenario parser: every key is known, every value is checked, every error names the
+// file, the JSON path and what was expected. See app/scenario.hpp for the value types.
+#include "app/scenario.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "app/embedded.hpp"
+
+namespace exasim {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string format_error(const std::string& file, const std::string& path, const std::string& expected) {
+  std::string m = file + ": ";
+  if (!path.empty()) m += path + ": ";
+  return m + expected;
+}
+
+}  // namespace
+
+ScenarioError::ScenarioError(std::string file, std::string json_path, std::string expected)
+    : std::runtime_error(format_error(file, json_path, expected)),
+      file_(std::move(file)),
+      path_(std::move(json_path)),
+      expected_(std::move(expected)) {}
+
+const char* to_string(PrecisionPolicy p) { return p == PrecisionPolicy::fp32 ? "fp32" : "mixed"; }
+const char* to_string(GradSync g) { return g == GradSync::after_backward ? "after_backward" : "overlap"; }
+const char* to_string(Layout l) { return l == Layout::moda ? "moda" : "inverse"; }
+
+namespace {
+
+constexpr const char* kMachineDir = "topologies/machines/";
+constexpr const char* kMachineExt = ".json";
+
+// JSON Pointer (RFC 6901) escaping of one reference token.
+std::string escape_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string child(const std::string& path, const std::string& key) { return path + "/" + escape_token(key); }
+
+std::string quoted(const std::string& s) { return json(s).dump(); }
+
+// "a string (\"abc\")", "a boolean (true)", "-3", ... for "got ..." parts of messages.
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return std::string("a boolean (") + (v.get<bool>() ? "true" : "false") + ")";
+    case json::value_t::string: {
+      std::string s = v.dump();
+      if (s.size() > 60) s = s.substr(0, 57) + "...";
+      return "a string (" + s + ")";
+    }
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float:
+      return v.dump();
+    default:
+      return std::string("a ") + v.type_name();
+  }
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+std::vector<std::string> embedded_machine_names() {
+  std::vector<std::string> names;
+  const std::string dir = kMachineDir, ext = kMachineExt;
+  for (const auto& [path, text] : embedded_files()) {
+    (void)text;
+    if (path.size() <= dir.size() + ext.size()) continue;
+    if (path.compare(0, dir.size(), dir) != 0) continue;
+    if (path.compare(path.size() - ext.size(), ext.size(), ext) != 0) continue;
+    std::string stem = path.substr(dir.size(), path.size() - dir.size() - ext.size());
+    if (stem.find('/') != std::string::npos) continue;  // only files directly in the folder
+    names.push_back(stem);
+  }
+  return names;  // sorted: embedded_files() is a std::map
+}
+
+// Parses JSON text; syntax errors and duplicate keys (which nlohmann would silently collapse)
+// become ScenarioErrors.
+json parse_json(const std::string& text, const std::string& file) {
+  struct Frame {
+    bool array = false;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index = 0;
+  };
+  std::vector<Frame> stack;
+  std::string duplicate_path;
+  bool have_duplicate = false;
+  auto path_of = [&stack]() {
+    std::string p;
+    for (const auto& f : stack) p += "/" + (f.array ? std::to_string(f.index) : escape_token(f.key));
+    return p;
+  };
+  auto cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) -> bool {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start: {
+        Frame f;
+        f.array = (event == json::parse_event_t::array_start);
+        stack.push_back(std::move(f));
+        break;
+      }
+      case json::parse_event_t::key:
+        if (!stack.empty()) {
+          auto& top = stack.back();
+          top.key = parsed.get<std::string>();
+          if (!top.keys.insert(top.key).second && !have_duplicate) {
+            have_duplicate = true;
+            duplicate_path = path_of();
+          }
+        }
+        break;
+      case json::parse_event_t::value:
+        if (!stack.empty() && stack.back().array) ++stack.back().index;
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!stack.empty()) stack.pop_back();
+        if (!stack.empty() && stack.back().array) ++stack.back().index;
+        break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::parse_error& e) {
+    throw ScenarioError(file, "", "expected valid JSON, parse error at byte " + std::to_string(e.byte) + ": " +
+                                      e.what());
+  } catch (const json::exception& e) {
+    throw ScenarioError(file, "", std::string("expected valid JSON: ") + e.what());
+  }
+  if (have_duplicate)
+    throw ScenarioError(file, duplicate_path, "duplicate key (each key may appear only once in an object)");
+  return j;
+}
+
+enum class NumKind { positive_int, positive, non_negative, fraction };
+
+const char* num_desc(NumKind k) {
+  switch (k) {
+    case NumKind::positive_int:
+      return "a positive integer";
+    case NumKind::positive:
+      return "a positive number";
+    case NumKind::non_negative:
+      return "a non-negative number";
+    case NumKind::fraction:
+      return "a number in (0, 1]";
+  }
+  return "a number";
+}
+
+class Reader {
+ public:
+  // file: labels errors; ann_prefix: prepended to paths recorded in annotations (an embedded
+  // machine file is read with paths relative to its own root and recorded under "/machine").
+  Reader(std::string file, std::string ann_prefix, std::vector<Annotation>* annotations)
+      : file_(std::move(file)), ann_prefix_(std::move(ann_prefix)), annotations_(annotations) {}
+
+  const std::string& file() const { return file_; }
+
+  [[noreturn]] void fail(const std::string& path, const std::string& expected) const {
+    throw ScenarioError(file_, path, expected);
+  }
+
+  void require_object(const json& v, const std::string& path, const std::string& what) const {
+    if (!v.is_object()) fail(path, "expected " + what + ", got " + describe(v));
+  }
+
+  void check_keys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) const {
+    for (const auto& item : obj.items()) {
+      bool ok = false;
+      for (const char* a : allowed)
+        if (item.key() == a) ok = true;
+      if (!ok) {
+        std::vector<std::string> names(allowed.begin(), allowed.end());
+        fail(child(path, item.key()), "unknown key (expected one of: " + join(names, ", ") + ")");
+      }
+    }
+  }
+
+  // nullptr when absent.
+  static const json* find(const json& obj, const std::string& key) {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  const json& require(const json& obj, const std::string& path, const std::string& key,
+                      const std::string& what) const {
+    const json* v = find(obj, key);
+    if (!v) fail(child(path, key), "missing (expected " + what + ")");
+    return *v;
+  }
+
+  std::string string_value(const json& v, const std::string& path, bool non_empty) const {
+    const char* what = non_empty ? "a non-empty string" : "a string";
+    if (!v.is_string()) fail(path, std::string("expected ") + what + ", got " + describe(v));
+    std::string s = v.get<std::string>();
+    if (non_empty && s.find_first_not_of(" \t\r\n") == std::string::npos)
+      fail(path, std::string("expected ") + what + ", got an empty string");
+    return s;
+  }
+
+  std::string required_string(const json& obj, const std::string& path, const std::string& key) const {
+    return string_value(require(obj, path, key, "a non-empty string"), child(path, key), true);
+  }
+
+  std::string optional_string(const json& obj, const std::string& path, const std::string& key) const {
+    const json* v = find(obj, key);
+    return v ? string_value(*v, child(path, key), false) : std::string();
+  }
+
+  bool required_bool(const json& obj, const std::string& path, const std::string& key) const {
+    const json& v = require(obj, path, key, "a boolean (true or false)");
+    if (!v.is_boolean()) fail(child(path, key), "expected a boolean (true or false), got " + describe(v));
+    return v.get<bool>();
+  }
+
+  // Returns the index into `allowed`; `dflt` < 0: required.
+  int enum_value(const json& obj, const std::string& path, const std::string& key,
+                 std::initializer_list<const char*> allowed, int dflt) const {
+    std::vector<std::string> q;
+    for (const char* a : allowed) q.push_back(quoted(a));
+    const std::string what = "one of " + join(q, ", ");
+    const json* v = find(obj, key);
+    if (!v) {
+      if (dflt >= 0) return dflt;
+      fail(child(path, key), "missing (expected " + what + ")");
+    }
+    if (!v->is_string()) fail(child(path, key), "expected " + what + ", got " + describe(*v));
+    const std::string s = v->get<std::string>();
+    int i = 0;
+    for (const char* a : allowed) {
+      if (s == a) return i;
+      ++i;
+    }
+    fail(child(path, key), "expected " + what + ", got " + quoted(s));
+  }
+
+  // A plain number or an annotated value object.
+  double number(const json& v, const std::string& path, NumKind kind) const {
+    if (!v.is_object()) return plain_number(v, path, kind);
+    check_keys(v, path, {"value", "assumption", "source", "fitted_on"});
+    const json* value = find(v, "value");
+    if (!value) fail(child(path, "value"), std::string("missing (expected ") + num_desc(kind) + ")");
+    const double x = plain_number(*value, child(path, "value"), kind);
+    const json* assumption = find(v, "assumption");
+    const json* source = find(v, "source");
+    const json* fitted_on = find(v, "fitted_on");
+    if (assumption && source)
+      fail(path, "expected either \"assumption\" or \"source\" in an annotated value, not both");
+    if (!assumption && !source)
+      fail(path,
+           "expected an annotated value to carry an \"assumption\" (a reason) or a \"source\" "
+           "(a free parameter's source)");
+    Annotation a;
+    a.json_path = ann_prefix_ + path;
+    a.value = x;
+    if (assumption) {
+      if (fitted_on)
+        fail(child(path, "fitted_on"),
+             "unknown key (\"fitted_on\" goes only with \"source\"; expected one of: value, assumption)");
+      a.kind = "assumption";
+      a.reason = string_value(*assumption, child(path, "assumption"), true);
+    } else {
+      a.kind = "free_parameter";
+      a.reason = string_value(*source, child(path, "source"), true);
+      if (fitted_on) a.fitted_on = string_value(*fitted_on, child(path, "fitted_on"), false);
+    }
+    annotations_->push_back(std::move(a));
+    return x;
+  }
+
+  int integer(const json& v, const std::string& path) const {
+    return static_cast<int>(number(v, path, NumKind::positive_int));
+  }
+
+  double required_number(const json& obj, const std::string& path, const std::string& key, NumKind kind) const {
+    return number(require(obj, path, key, num_desc(kind)), child(path, key), kind);
+  }
+
+  int required_int(const json& obj, const std::string& path, const std::string& key) const {
+    return integer(require(obj, path, key, num_desc(NumKind::positive_int)), child(path, key));
+  }
+
+  int optional_int(const json& obj, const std::string& path, const std::string& key, int dflt) const {
+    const json* v = find(obj, key);
+    return v ? integer(*v, child(path, key)) : dflt;
+  }
+
+ private:
+  double plain_number(const json& v, const std::string& path, NumKind kind) const {
+    const std::string expected = std::string("expected ") + num_desc(kind);
+    if (!v.is_number()) fail(path, expected + ", got " + describe(v));
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) fail(path, expected + ", got " + v.dump());
+    switch (kind) {
+      case NumKind::positive_int:
+        if (v.is_number_float() && std::floor(x) != x) fail(path, expected + ", got " + v.dump());
+        if (x <= 0) fail(path, expected + ", got " + v.dump());
+        if (x > static_cast<double>(INT_MAX))
+          fail(path, expected + " no larger than " + std::to_string(INT_MAX) + ", got " + v.dump());
+        break;
+      case NumKind::positive:
+        if (!(x > 0)) fail(path, expected + ", got " + v.dump());
+        break;
+      case NumKind::non_negative:
+        if (!(x >= 0)) fail(path, expected + ", got " + v.dump());
+        break;
+      case NumKind::fraction:
+        if (!(x > 0 && x <= 1)) fail(path, expected + ", got " + v.dump());
+        break;
+    }
+    return x;
+  }
+
+  std::string file_, ann_prefix_;
+  std::vector<Annotation>* annotations_;
+};
+
+const Precision kPrecisions[] = {Precision::fp64, Precision::fp32, Precision::fp16};
+
+std::map<Precision, double> read_precision_map(const Reader& r, const json& obj, const std::string& path,
+                                               const std::string& key, NumKind kind) {
+  const std::string p = child(path, key);
+  const json& m = r.require(obj, path, key, "an object with keys fp64, fp32, fp16 (fp32 required)");
+  r.require_object(m, p, "an object with keys fp64, fp32, fp16 (fp32 required)");
+  r.check_keys(m, p, {"fp64", "fp32", "fp16"});
+  std::map<Precision, double> out;
+  out[Precision::fp32] = r.required_number(m, p, "fp32", kind);
+  for (Precision pr : kPrecisions) {
+    if (pr == Precision::fp32) continue;
+    if (const json* v = Reader::find(m, to_string(pr))) out[pr] = r.number(*v, child(p, to_string(pr)), kind);
+  }
+  return out;
+}
+
+MachineSpec read_machine_object(const Reader& r, const json& m, const std::string& path) {
+  r.require_object(m, path, "a machine object");
+  r.check_keys(m, path,
+               {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node",
+                "peak_flops_per_s", "gemm_efficiency", "memory_bandwidth_Bps", "memory_bytes", "noc_Bps",
+                "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
+  MachineSpec s;
+  s.name = r.required_string(m, path, "name");
+  r.enum_value(m, path, "family", {"sunway"}, -1);
+  s.family = "sunway";
+  r.optional_string(m, path, "description");
+  s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
+  s.supernodes = r.required_int(m, path, "supernodes");
+  s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
+  s.peak_flops_per_s = read_precision_map(r, m, path, "peak_flops_per_s", NumKind::positive);
+  s.gemm_efficiency = read_precision_map(r, m, path, "gemm_efficiency", NumKind::fraction);
+  s.memory_bandwidth_Bps = r.required_number(m, path, "memory_bandwidth_Bps", NumKind::positive);
+  s.memory_bytes = r.required_number(m, path, "memory_bytes", NumKind::positive);
+  s.noc_Bps = r.required_number(m, path, "noc_Bps", NumKind::positive);
+  s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
+  s.node_injection_Bps = r.required_number(m, path, "node_injection_Bps", NumKind::positive);
+  s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+  if (const json* src = Reader::find(m, "sources")) {
+    const std::string p = child(path, "sources");
+    r.require_object(*src, p, "an object of citations (key -> string)");
+    for (const auto& item : src->items()) r.string_value(item.value(), child(p, item.key()), false);
+  }
+  return s;
+}
+
+MachineSpec read_machine(const Reader& r, const json& root, std::vector<Annotation>* annotations) {
+  const std::string path = "/machine";
+  const json& m = r.require(root, "", "machine", "a machine name or a machine object");
+  if (m.is_object()) return read_machine_object(r, m, path);
+  const std::vector<std::string> names = embedded_machine_names();
+  std::vector<std::string> quoted_names;
+  for (const auto& n : names) quoted_names.push_back(quoted(n));
+  const std::string choices =
+      names.empty() ? std::string("none are embedded in this build")
+                    : "embedded under " + std::string(kMachineDir) + ": " + join(quoted_names, ", ");
+  if (!m.is_string())
+    r.fail(path, "expected a machine name (" + choices + ") or an inline machine object, got " + describe(m));
+  const std::string name = m.get<std::string>();
+  const std::string rel = kMachineDir + name + kMachineExt;
+  const auto& files = embedded_files();
+  auto it = files.find(rel);
+  if (it == files.end() || name.empty() || name.find('/') != std::string::npos)
+    r.fail(path, "expected the name of a known machine (" + choices + ") or an inline machine object, got " +
+                     quoted(name));
+  const std::string label = "<embedded>/" + rel;
+  const json doc = parse_json(it->second, label);
+  Reader mr(label, path, annotations);
+  return read_machine_object(mr, doc, "");
+}
+
+ModelSpec read_model(const Reader& r, const json& root) {
+  const std::string path = "/model";
+  const json& m = r.require(root, "", "model", "a model object");
+  r.require_object(m, path, "a model object");
+  r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k"});
+  ModelSpec s;
+  s.name = r.required_string(m, path, "name");
+  s.layers = r.required_int(m, path, "layers");
+  s.d_model = r.required_int(m, path, "d_model");
+  s.heads = r.required_int(m, path, "heads");
+  s.d_ff = r.required_int(m, path, "d_ff");
+  s.experts_per_layer = r.required_int(m, path, "experts_per_layer");
+  s.top_k = r.optional_int(m, path, "top_k", 1);
+  return s;
+}
+
+TrainingSpec read_training(const Reader& r, const json& root) {
+  const std::string path = "/training";
+  const json& t = r.require(root, "", "training", "a training object");
+  r.require_object(t, path, "a training object");
+  r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
+  TrainingSpec s;
+  s.seq_len = r.required_int(t, path, "seq_len");
+  s.micro_batch_per_node = r.required_int(t, path, "micro_batch_per_node");
+  s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
+  s.precision = r.enum_value(t, path, "precision", {"fp32", "mixed"}, -1) == 0 ? PrecisionPolicy::fp32
+                                                                              : PrecisionPolicy::mixed;
+  s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
+                                                                                          : GradSync::overlap;
+  return s;
+}
+
+PlanSpec read_plan(const Reader& r, const json& root) {
+  const std::string path = "/plan";
+  const json& p = r.require(root, "", "plan", "a plan object");
+  r.require_object(p, path, "a plan object");
+  r.check_keys(p, path, {"layout", "nodes", "nodes_per_supernode_used", "paro", "all_to_all"});
+  PlanSpec s;
+  s.layout = r.enum_value(p, path, "layout", {"moda", "inverse"}, -1) == 0 ? Layout::moda : Layout::inverse;
+  s.nodes = r.required_int(p, path, "nodes");
+  s.nodes_per_supernode_used = r.required_int(p, path, "nodes_per_supernode_used");
+  s.paro = r.required_bool(p, path, "paro");
+  s.all_to_all = r.enum_value(p, path, "all_to_all", {"pairwise", "direct"}, 0) == 0 ? CollectiveAlgorithm::pairwise
+                                                                                     : CollectiveAlgorithm::direct;
+  return s;
+}
+
+Fidelity read_engine(const Reader& r, const json& root) {
+  const json* e = Reader::find(root, "engine");
+  if (!e) return Fidelity::folded;
+  const std::string path = "/engine";
+  r.require_object(*e, path, "an engine object");
+  r.check_keys(*e, path, {"fidelity"});
+  return r.enum_value(*e, path, "fidelity", {"folded", "exhaustive"}, 0) == 0 ? Fidelity::folded
+                                                                              : Fidelity::exhaustive;
+}
+
+std::string num(long long x) { return std::to_string(x); }
+
+void validate(const Reader& r, const Scenario& s) {
+  const ModelSpec& m = s.model;
+  const PlanSpec& p = s.plan;
+  const MachineSpec& mc = s.machine;
+
+  if (m.d_model % m.heads != 0)
+    r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads) +
+                               ": d_model % heads must be 0");
+  if (m.top_k > m.experts_per_layer)
+    r.fail("/model/top_k", "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " +
+                               num(m.top_k));
+
+  if (s.training.precision == PrecisionPolicy::mixed &&
+      (!mc.peak_flops_per_s.count(Precision::fp16) || !mc.gemm_efficiency.count(Precision::fp16)))
+    r.fail("/training/precision",
+           "expected \"fp32\": precision \"mixed\" needs the machine's peak_flops_per_s.fp16 and "
+           "gemm_efficiency.fp16, and machine " +
+               quoted(mc.name) + " lacks " +
+               (!mc.peak_flops_per_s.count(Precision::fp16) ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
+
+  const int K = p.nodes_per_supernode_used;
+  if (K > mc.nodes_per_supernode)
+    r.fail("/plan/nodes_per_supernode_used", "expected at most the machine's nodes_per_supernode (" +
+                                                 num(mc.nodes_per_supernode) + "), got " + num(K));
+  if (p.nodes % K != 0)
+    r.fail("/plan/nodes", "expected a multiple of nodes_per_supernode_used: nodes must fill whole supernodes: " +
+                              num(p.nodes) + " is not a multiple of " + num(K));
+  const int supernodes = p.nodes / K;
+  if (supernodes > mc.supernodes)
+    r.fail("/plan/nodes", "expected at most " + num(static_cast<long long>(mc.supernodes) * K) +
+                              " nodes: the plan needs " + num(supernodes) + " supernodes, the machine has " +
+                              num(mc.supernodes));
+
+  const int E = m.experts_per_layer;
+  if (E > p.nodes)
+    r.fail("/plan/nodes", "expected at least experts_per_layer (" + num(E) + ") nodes: more experts than nodes (" +
+                              num(p.nodes) + ")");
+  if (p.nodes % E != 0)
+    r.fail("/plan/nodes", "expected a multiple of experts_per_layer (" + num(E) +
+                              "): replicas per expert = nodes / experts must be an integer, got " + num(p.nodes) +
+                              " / " + num(E));
+  const int replicas = p.nodes / E;
+  if (p.paro && replicas == 1)
+    r.fail("/plan/paro", "expected false: ParO needs at least 2 replicas per expert (nodes / experts_per_layer = " +
+                             num(p.nodes) + " / " + num(E) + " = 1); set paro to false");
+
+  // The group that must tile supernodes: MoDa keeps each expert's replicas together,
+  // the inverse layout keeps each all-to-all group (one node per expert) together.
+  const bool moda = p.layout == Layout::moda;
+  const int group = moda ? replicas : E;
+  const std::string what = moda ? "the replicas per expert (nodes / experts_per_layer = " + num(group) + ")"
+                                : "experts_per_layer (" + num(group) + ")";
+  const std::string head = std::string("layout ") + to_string(p.layout) + ": " + what;
+  if (group <= K) {
+    if (K % group != 0)
+      r.fail("/plan/layout", "expected " + what + " to divide nodes_per_supernode_used (" + num(K) + "): " + head +
+                                 " must tile supernodes");
+  } else if (group % K != 0) {
+    r.fail("/plan/layout", "expected " + what + " to be a multiple of nodes_per_supernode_used (" + num(K) +
+                               "): " + head + " must tile supernodes");
+  }
+}
+
+}  // namespace
+
+Scenario parse_scenario(const std::string& json_text, const std::string& file) {
+  const json root = parse_json(json_text, file);
+  Scenario s;
+  s.file = file;
+  Reader r(file, "", &s.annotations);
+  r.require_object(root, "", "a JSON object at the top level");
+  r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine"});
+  s.name = r.required_string(root, "", "name");
+  s.description = r.optional_string(root, "", "description");
+  s.machine = read_machine(r, root, &s.annotations);
+  s.model = read_model(r, root);
+  s.training = read_training(r, root);
+  s.plan = read_plan(r, root);
+  s.fidelity = read_engine(r, root);
+  validate(r, s);
+  return s;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ScenarioError(path, "", "expected a readable file (it is a directory)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    throw ScenarioError(path, "", std::string("expected a readable file (") + std::strerror(err) + ")");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ScenarioError(path, "", "expected a readable file (read error)");
+  return parse_scenario(ss.str(), path);
+}
+
+}  // namespace exasim

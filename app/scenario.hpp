@@ -1,0 +1,57 @@
+// A scenario file parsed and validated into plain value types. Nothing downstream reads JSON.
+//
+// Any numeric value in a scenario may be written plainly (a value its source states) or as
+//   {"value": 128, "assumption": "one-line reason"}             -- a value nobody published
+//   {"value": 16e9, "source": "...", "fitted_on": "case id"}   -- a free parameter
+// Both forms are recorded in Scenario::annotations so that reports can list them.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "models/moe_spec.hpp"
+#include "sim/engine.hpp"
+#include "sim/step_graph.hpp"
+#include "topologies/machine_spec.hpp"
+
+namespace exasim {
+
+// Bad input: names the file, the JSON path (e.g. "/plan/nodes") and what was expected.
+class ScenarioError : public std::runtime_error {
+ public:
+  ScenarioError(std::string file, std::string json_path, std::string expected);
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return path_; }
+  const std::string& expected() const { return expected_; }
+
+ private:
+  std::string file_, path_, expected_;
+};
+
+struct Annotation {
+  std::string json_path;   // where the value sits, e.g. "/training/seq_len"
+  double value = 0;
+  std::string kind;        // "assumption" or "free_parameter"
+  std::string reason;      // assumption: the reason; free parameter: its source
+  std::string fitted_on;   // free parameter: the one case it is fitted on ("" if none)
+};
+
+struct Scenario {
+  std::string file;  // where it came from ("<embedded>/..." for built-in ones)
+  std::string name;
+  std::string description;
+  MachineSpec machine;
+  ModelSpec model;
+  TrainingSpec training;
+  PlanSpec plan;
+  Fidelity fidelity = Fidelity::folded;
+  std::vector<Annotation> annotations;
+};
+
+// Parses and validates; throws ScenarioError. `file` labels messages. Machine references
+// ("machine": "sunway-oceanlight") are resolved through the embedded machine files.
+Scenario parse_scenario(const std::string& json_text, const std::string& file);
+Scenario load_scenario_file(const std::string& path);
+
+}  // namespace exasim

@@ -1,0 +1,95 @@
+#include "app/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "app/embedded.hpp"
+#include "app/pipeline.hpp"
+#include "app/scenario.hpp"
+
+namespace exasim {
+
+namespace {
+const std::string& embedded(const std::string& path) {
+  const auto& files = embedded_files();
+  auto it = files.find(path);
+  if (it == files.end()) throw std::runtime_error("validation case refers to '" + path + "', which is not embedded");
+  return it->second;
+}
+}  // namespace
+
+nlohmann::json run_validation() {
+  using nlohmann::json;
+  json rows = json::array();
+  std::map<std::string, double> predicted_by_scenario;  // one run per scenario file
+  for (const auto& [path, text] : embedded_files()) {
+    if (path.rfind("scenarios/validation/", 0) != 0) continue;
+    const json c = json::parse(text);
+    const std::string id = c.at("case");
+    const std::string unit = c.value("unit", "");
+    if (!c.value("expressible", true)) {
+      for (const auto& f : c.at("figures"))
+        rows.push_back({{"case", id}, {"figure", f.at("figure")}, {"predicted", nullptr},
+                        {"published", f.at("published")}, {"error_pct", nullptr}, {"role", "not expressible"},
+                        {"unit", unit}, {"reason", c.at("reason")}});
+      continue;
+    }
+    std::map<std::string, double> by_figure;
+    for (const auto& f : c.at("figures")) {
+      const std::string fig = f.at("figure");
+      const double published = f.at("published");
+      double predicted;
+      std::string role = "predicted";
+      if (f.contains("ratio_of")) {
+        predicted = by_figure.at(f["ratio_of"][0]) / by_figure.at(f["ratio_of"][1]);
+      } else {
+        const std::string sp = f.at("scenario");
+        const Scenario sc = parse_scenario(embedded(sp), sp);
+        for (const auto& a : sc.annotations)
+          if (a.kind == "free_parameter" && a.fitted_on == id) role = "fitted";
+        auto it = predicted_by_scenario.find(sp);
+        if (it == predicted_by_scenario.end()) {
+          fmt::print(stderr, "validate: running {} ...\n", sp);
+          it = predicted_by_scenario.emplace(sp, predict(sc).sustained_pflops).first;
+        }
+        predicted = it->second;
+      }
+      by_figure[fig] = predicted;
+      rows.push_back({{"case", id}, {"figure", fig}, {"predicted", predicted}, {"published", published},
+                      {"error_pct", 100.0 * (predicted - published) / published}, {"role", role}, {"unit", unit}});
+    }
+  }
+  return rows;
+}
+
+std::string validation_table(const nlohmann::json& rows) {
+  std::string s = fmt::format("{:<36} {:<16} {:>11} {:>11} {:>9}  {}\n", "case", "figure", "predicted", "published",
+                              "error", "role");
+  std::vector<double> errs;
+  for (const auto& r : rows) {
+    if (r["predicted"].is_null()) {
+      s += fmt::format("{:<36} {:<16} {:>11} {:>11} {:>9}  not expressible: {}\n", r["case"].get<std::string>(),
+                       r["figure"].get<std::string>(), "-", r["published"].dump(), "-", r["reason"].get<std::string>());
+      continue;
+    }
+    const double e = r["error_pct"];
+    if (r["role"] == "predicted") errs.push_back(std::fabs(e));
+    s += fmt::format("{:<36} {:<16} {:>11.4g} {:>11.4g} {:>+8.1f}%  {}\n", r["case"].get<std::string>(),
+                     r["figure"].get<std::string>(), r["predicted"].get<double>(), r["published"].get<double>(), e,
+                     r["role"].get<std::string>());
+  }
+  if (!errs.empty()) {
+    std::sort(errs.begin(), errs.end());
+    const double median = errs.size() % 2 ? errs[errs.size() / 2] : (errs[errs.size() / 2 - 1] + errs[errs.size() / 2]) / 2;
+    size_t within = 0;
+    for (double e : errs) within += e <= 10.0;
+    s += fmt::format("predicted figures: {}, within 10 %: {}, median |error|: {:.1f} %\n", errs.size(), within, median);
+  }
+  return s;
+}
+
+}  // namespace exasim

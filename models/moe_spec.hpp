@@ -1,0 +1,44 @@
+// The MoE model, training settings and parallel plan as a scenario describes them.
+#pragma once
+#include <string>
+
+#include "sim/step_graph.hpp"
+
+namespace exasim {
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  int d_model = 0;
+  int heads = 0;
+  int d_ff = 0;
+  int experts_per_layer = 0;  // every layer is an MoE layer
+  int top_k = 1;
+};
+
+enum class PrecisionPolicy { fp32, mixed };  // mixed: BaGuaLu's layer-wise mixed precision
+const char* to_string(PrecisionPolicy p);
+
+enum class GradSync { after_backward, overlap };
+const char* to_string(GradSync g);
+
+struct TrainingSpec {
+  int seq_len = 0;
+  int micro_batch_per_node = 0;  // sequences per node per micro-batch
+  int micro_batches = 1;         // per step (gradient accumulation)
+  PrecisionPolicy precision = PrecisionPolicy::fp32;
+  GradSync grad_sync = GradSync::after_backward;
+};
+
+enum class Layout { moda, inverse };  // MoDa: replicas inside a supernode; inverse: all-to-all inside
+const char* to_string(Layout l);
+
+struct PlanSpec {
+  Layout layout = Layout::moda;
+  int nodes = 0;                    // nodes used (one rank per node)
+  int nodes_per_supernode_used = 0; // nodes used in each supernode
+  bool paro = true;                 // ParO partitioned optimizer (needs replicas > 1)
+  CollectiveAlgorithm all_to_all = CollectiveAlgorithm::pairwise;
+};
+
+}  // namespace exasim

@@ -1,0 +1,207 @@
+#include "models/moe_transformer.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace exasim {
+
+namespace {
+
+// Which precision each part of the layer uses under a precision policy. BaGuaLu's layer-wise
+// mixed precision: attention under autocast (GEMMs in half, softmax and layer norm kept wide),
+// expert FFN fully in half with fp32 master weights, the gate in fp32, and reductions, exp,
+// sqrt, gelu, softmax and layer norm computed in fp64.
+struct PrecisionPlan {
+  Precision attn_gemm, gate_gemm, ffn_gemm;
+  Precision attn_act, ffn_act;   // storage of activations
+  Precision elementwise;         // arithmetic of memory-bound kernels
+  Precision expert_grad, expert_param;
+  double expert_master_bytes;    // extra fp32 master copy per expert parameter (mixed)
+};
+
+PrecisionPlan precision_plan(PrecisionPolicy p) {
+  if (p == PrecisionPolicy::fp32)
+    return {Precision::fp32, Precision::fp32, Precision::fp32, Precision::fp32, Precision::fp32,
+            Precision::fp32, Precision::fp32, Precision::fp32, 0.0};
+  return {Precision::fp16, Precision::fp32, Precision::fp16, Precision::fp32, Precision::fp16,
+          Precision::fp64, Precision::fp16, Precision::fp16, 4.0};
+}
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(StepGraph& g) : g_(g) {}
+  // Appends an op after `after` (or after nothing when after < 0); returns its id.
+  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, double flops, double bytes,
+            long after) {
+    executed_ += flops;
+    if (ph != Phase::optimizer) model_ += flops;
+    return add(name, label, ph, ComputeWork{KernelClass::gemm, p, flops, bytes}, after);
+  }
+  long memory(const std::string& name, const std::string& label, Phase ph, Precision p, double flops, double bytes,
+              long after) {
+    executed_ += flops;
+    return add(name, label, ph, ComputeWork{KernelClass::memory_bound, p, flops, bytes}, after);
+  }
+  long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
+                  CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
+    std::vector<OpId> deps;
+    for (long d : after)
+      if (d >= 0) deps.push_back(static_cast<OpId>(d));
+    return static_cast<long>(add_op(g_, Op{name, label, ph, CollectiveWork{k, a, role, bytes}}, deps));
+  }
+  double executed_flops() const { return executed_; }
+  double model_flops() const { return model_; }
+
+ private:
+  long add(const std::string& name, const std::string& label, Phase ph, ComputeWork w, long after) {
+    std::vector<OpId> deps;
+    if (after >= 0) deps.push_back(static_cast<OpId>(after));
+    return static_cast<long>(add_op(g_, Op{name, label, ph, w}, deps));
+  }
+  StepGraph& g_;
+  double executed_ = 0, model_ = 0;
+};
+
+}  // namespace
+
+MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& plan, int machine_nps,
+                               double memory_bytes_per_node) {
+  MoeWorkload out;
+  out.placement = place_moe_ranks(m, plan, machine_nps, out.workload);
+  const Placement& pl = out.placement;
+  const PrecisionPlan pp = precision_plan(t.precision);
+  const double T = double(t.micro_batch_per_node) * t.seq_len;  // tokens per node per micro-batch
+  const double s = t.seq_len, d = m.d_model, h = m.heads, ff = m.d_ff, E = m.experts_per_layer, k = m.top_k;
+  const double Tk = T * k;  // SWIPE: each node's expert receives exactly its capacity, T*k tokens
+  const double ea = bytes_per_element(pp.attn_act), ef = bytes_per_element(pp.ffn_act);
+  const CollectiveAlgorithm a2a = plan.all_to_all;
+
+  // Parameters per node: one expert per layer (the MoE group has one member per expert),
+  // and the shared attention, gate and layer-norm parameters.
+  const double expert_params = 2 * d * ff;                   // per layer
+  const double shared_params = 4 * d * d + d * E + 4 * d;    // per layer
+  out.parameters = m.layers * (E * expert_params + shared_params);
+
+  GraphBuilder b(out.workload.graph);
+  long last = -1;
+  for (int mb = 0; mb < t.micro_batches; ++mb) {
+    const std::string mbs = t.micro_batches > 1 ? fmt::format("mb{}.", mb) : "";
+    for (int l = 0; l < m.layers; ++l) {
+      const std::string p = fmt::format("{}L{}.fwd.", mbs, l);
+      const Phase F = Phase::forward;
+      last = b.memory(p + "attn_layernorm", "attn_layernorm", F, pp.elementwise, 8 * T * d, 2 * T * d * ea, last);
+      last = b.gemm(p + "attn_qkv", "attn_qkv", F, pp.attn_gemm, 2 * T * d * 3 * d, (T * d + 3 * d * d + 3 * T * d) * ea, last);
+      last = b.gemm(p + "attn_scores", "attn_scores", F, pp.attn_gemm, 2 * T * s * d, (2 * T * d + T * s * h) * ea, last);
+      last = b.memory(p + "attn_softmax", "attn_softmax", F, pp.elementwise, 5 * T * s * h, 2 * T * s * h * ea, last);
+      last = b.gemm(p + "attn_context", "attn_context", F, pp.attn_gemm, 2 * T * s * d, (T * s * h + 2 * T * d) * ea, last);
+      last = b.gemm(p + "attn_proj", "attn_proj", F, pp.attn_gemm, 2 * T * d * d, (2 * T * d + d * d) * ea, last);
+      last = b.memory(p + "ffn_layernorm", "ffn_layernorm", F, pp.elementwise, 10 * T * d, 5 * T * d * ea, last);
+      last = b.gemm(p + "gate", "gate", F, pp.gate_gemm, 2 * T * d * E, (T * d + d * E + T * E) * 4, last);
+      last = b.memory(p + "gate_topk", "gate_topk", F, pp.elementwise, 4 * T * E, 2 * T * E * 4, last);
+      last = b.collective(p + "dispatch", "dispatch", F, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
+      last = b.gemm(p + "expert_ffn1", "expert_ffn1", F, pp.ffn_gemm, 2 * Tk * d * ff, (Tk * d + d * ff + Tk * ff) * ef, last);
+      last = b.memory(p + "expert_gelu", "expert_gelu", F, pp.elementwise, 8 * Tk * ff, 2 * Tk * ff * ef, last);
+      last = b.gemm(p + "expert_ffn2", "expert_ffn2", F, pp.ffn_gemm, 2 * Tk * ff * d, (Tk * ff + ff * d + Tk * d) * ef, last);
+      last = b.collective(p + "combine", "combine", F, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
+      last = b.memory(p + "combine_residual", "combine_residual", F, pp.elementwise, 3 * T * d, 3 * T * d * ea, last);
+    }
+    // Backward: each GEMM's data and weight gradients cost twice its forward FLOPs; a
+    // memory-bound kernel's backward moves about twice its bytes.
+    for (int l = m.layers - 1; l >= 0; --l) {
+      const std::string p = fmt::format("{}L{}.bwd.", mbs, l);
+      const Phase B = Phase::backward;
+      last = b.memory(p + "combine_residual", "combine_residual.bwd", B, pp.elementwise, 3 * T * d, 6 * T * d * ea, last);
+      last = b.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
+      last = b.gemm(p + "expert_ffn2", "expert_ffn2.bwd", B, pp.ffn_gemm, 4 * Tk * ff * d, 2 * (Tk * ff + ff * d + Tk * d) * ef, last);
+      last = b.memory(p + "expert_gelu", "expert_gelu.bwd", B, pp.elementwise, 8 * Tk * ff, 3 * Tk * ff * ef, last);
+      last = b.gemm(p + "expert_ffn1", "expert_ffn1.bwd", B, pp.ffn_gemm, 4 * Tk * d * ff, 2 * (Tk * d + d * ff + Tk * ff) * ef, last);
+      last = b.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
+      last = b.memory(p + "gate_topk", "gate_topk.bwd", B, pp.elementwise, 4 * T * E, 2 * T * E * 4, last);
+      last = b.gemm(p + "gate", "gate.bwd", B, pp.gate_gemm, 4 * T * d * E, 2 * (T * d + d * E + T * E) * 4, last);
+      last = b.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, pp.elementwise, 10 * T * d, 8 * T * d * ea, last);
+      last = b.gemm(p + "attn_proj", "attn_proj.bwd", B, pp.attn_gemm, 4 * T * d * d, 2 * (2 * T * d + d * d) * ea, last);
+      last = b.gemm(p + "attn_context", "attn_context.bwd", B, pp.attn_gemm, 4 * T * s * d, 2 * (T * s * h + 2 * T * d) * ea, last);
+      last = b.memory(p + "attn_softmax", "attn_softmax.bwd", B, pp.elementwise, 5 * T * s * h, 3 * T * s * h * ea, last);
+      last = b.gemm(p + "attn_scores", "attn_scores.bwd", B, pp.attn_gemm, 4 * T * s * d, 2 * (2 * T * d + T * s * h) * ea, last);
+      last = b.gemm(p + "attn_qkv", "attn_qkv.bwd", B, pp.attn_gemm, 4 * T * d * 3 * d, 2 * (T * d + 3 * d * d + 3 * T * d) * ea, last);
+      last = b.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, pp.elementwise, 8 * T * d, 3 * T * d * ea, last);
+    }
+  }
+  const long backward_done = last;
+
+  // Gradient reduction and optimizer, per layer in backward order.
+  const bool paro = plan.paro && pl.replicas > 1;
+  const double eg = bytes_per_element(pp.expert_grad), ep = bytes_per_element(pp.expert_param);
+  const double adam_bytes_per_param = 28;  // read param, grad, m, v; write param, m, v (fp32)
+  const double adam_flops_per_param = 12;
+  const double K = pl.nodes_per_supernode_used;
+  const Phase O = Phase::optimizer;
+  long comm = backward_done, adam = backward_done;
+  for (int l = m.layers - 1; l >= 0; --l) {
+    const std::string p = fmt::format("L{}.opt.", l);
+    // Expert parameters: reduced among the expert's replicas.
+    double expert_shard = expert_params;
+    long expert_grads_ready = backward_done;
+    if (pl.replicas > 1) {
+      if (paro) {
+        comm = b.collective(p + "expert_grad_reduce_scatter", "expert_grad_reduce_scatter", O, CollectiveKind::reduce_scatter,
+                            CollectiveAlgorithm::ring, "expert_replicas", expert_params * eg, {comm});
+        expert_shard = expert_params / pl.replicas;
+      } else {
+        comm = b.collective(p + "expert_grad_all_reduce", "expert_grad_all_reduce", O, CollectiveKind::all_reduce,
+                            CollectiveAlgorithm::ring, "expert_replicas", expert_params * eg, {comm});
+      }
+      expert_grads_ready = comm;
+    }
+    // Shared parameters (attention, gate, norms): hierarchical all-reduce as ParO does it:
+    // reduce-scatter inside the supernode, all-reduce across supernodes, all-gather inside.
+    comm = b.collective(p + "shared_grad_reduce_scatter", "shared_grad_reduce_scatter", O, CollectiveKind::reduce_scatter,
+                        CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
+    comm = b.collective(p + "shared_grad_all_reduce", "shared_grad_all_reduce", O, CollectiveKind::all_reduce,
+                        CollectiveAlgorithm::ring, "across_supernodes", shared_params * 4 / K, {comm});
+    const double shared_shard = paro ? shared_params / K : shared_params;
+    long shared_ready = comm;
+    if (!paro) {
+      comm = b.collective(p + "shared_grad_all_gather", "shared_grad_all_gather", O, CollectiveKind::all_gather,
+                          CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
+      shared_ready = comm;
+    }
+    adam = b.memory(p + "expert_adam", "expert_adam", O, Precision::fp32, adam_flops_per_param * expert_shard,
+                    adam_bytes_per_param * expert_shard + pp.expert_master_bytes * 0, std::max(adam, expert_grads_ready));
+    if (paro && pl.replicas > 1)
+      b.collective(p + "expert_param_all_gather", "expert_param_all_gather", O, CollectiveKind::all_gather,
+                   CollectiveAlgorithm::ring, "expert_replicas", expert_params * ep, {adam});
+    std::vector<long> after_shared{adam, shared_ready};
+    adam = b.memory(p + "shared_adam", "shared_adam", O, Precision::fp32, adam_flops_per_param * shared_shard,
+                    adam_bytes_per_param * shared_shard, std::max(adam, shared_ready));
+    if (paro)
+      b.collective(p + "shared_param_all_gather", "shared_param_all_gather", O, CollectiveKind::all_gather,
+                   CollectiveAlgorithm::ring, "supernode", shared_params * 4, {adam});
+  }
+
+  out.executed_flops_per_rank = b.executed_flops();
+  out.model_flops_per_rank = b.model_flops();
+  out.tokens_per_step = T * t.micro_batches * pl.ranks;
+
+  // Memory per node.
+  MemoryPerNode& mem = out.memory;
+  const double L = m.layers;
+  mem.parameters_bytes = L * (expert_params * ep + shared_params * 4);
+  mem.gradients_bytes = L * (expert_params * eg + shared_params * 4);
+  const double adam_state = 8 + pp.expert_master_bytes;  // m and v in fp32 (+ master copy)
+  mem.optimizer_state_bytes = L * (expert_params * adam_state / (paro ? pl.replicas : 1) +
+                                   shared_params * 8 / (paro ? K : 1));
+  // Activations kept for the backward pass of one micro-batch (micro-batches run one after another).
+  const double per_layer_act = T * (6 * d + h * s) * ea + T * E * 4 + Tk * (2 * d + 2 * ff) * ef;
+  mem.activations_bytes = L * per_layer_act;
+  if (mem.total_bytes() > memory_bytes_per_node)
+    throw DoesNotFitError(fmt::format(
+        "the plan does not fit: needs {:.1f} GB per node (parameters {:.1f}, gradients {:.1f}, optimizer state {:.1f}, "
+        "activations {:.1f}), has {:.1f} GB",
+        mem.total_bytes() / 1e9, mem.parameters_bytes / 1e9, mem.gradients_bytes / 1e9, mem.optimizer_state_bytes / 1e9,
+        mem.activations_bytes / 1e9, memory_bytes_per_node / 1e9));
+  return out;
+}
+
+}  // namespace exasim

@@ -1,0 +1,97 @@
+#include "sim/analysis.hpp"
+
+#include <algorithm>
+
+namespace exasim {
+
+const SimulatedRank& slowest_rank(const SimResult& res) {
+  size_t best = 0;
+  double best_end = -1;
+  for (size_t i = 0; i < res.ranks.size(); ++i) {
+    double end = 0;
+    for (auto& o : res.ranks[i].ops) end = std::max(end, o.end_s);
+    if (end > best_end + 1e-15) {
+      best_end = end;
+      best = i;
+    }
+  }
+  return res.ranks.at(best);
+}
+
+Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
+  // category index: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer
+  struct Ev {
+    double t;
+    int cat;
+    int delta;
+  };
+  std::vector<Ev> ev;
+  double end = 0;
+  for (size_t v = 0; v < r.ops.size(); ++v) {
+    const Op& op = g[v];
+    int cat;
+    if (op.phase == Phase::optimizer)
+      cat = 4;
+    else
+      cat = (op.phase == Phase::forward ? 0 : 2) + (op.is_compute() ? 0 : 1);
+    const auto& t = r.ops[v];
+    end = std::max(end, t.end_s);
+    if (t.end_s > t.ready_s) {
+      ev.push_back({t.ready_s, cat, +1});
+      ev.push_back({t.end_s, cat, -1});
+    }
+  }
+  std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t < b.t || (a.t == b.t && a.delta < b.delta); });
+  int active[5] = {0, 0, 0, 0, 0};
+  double acc[6] = {0, 0, 0, 0, 0, 0};
+  double now = 0;
+  for (const Ev& e : ev) {
+    const double dt = e.t - now;
+    if (dt > 0) {
+      int cat = 5;  // idle
+      for (int c : {0, 2, 4, 1, 3})
+        if (active[c] > 0) {
+          cat = c;
+          break;
+        }
+      acc[cat] += dt;
+    }
+    now = e.t;
+    active[e.cat] += e.delta;
+  }
+  if (end > now) acc[5] += end - now;
+  return {acc[0], acc[1], acc[2], acc[3], acc[4], acc[5]};
+}
+
+std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r) {
+  std::vector<CriticalItem> items;
+  if (r.ops.empty()) return items;
+  size_t v = 0;
+  for (size_t i = 0; i < r.ops.size(); ++i)
+    if (r.ops[i].end_s > r.ops[v].end_s) v = i;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  while (true) {
+    const Op& op = g[v];
+    const double dt = r.ops[v].end_s - r.ops[v].ready_s;
+    const auto key = std::make_pair(op.label, std::string(to_string(op.phase)));
+    auto it = index.find(key);
+    if (it == index.end()) {
+      index[key] = items.size();
+      items.push_back({op.label, to_string(op.phase), op.is_compute(), dt});
+    } else {
+      items[it->second].seconds += dt;
+    }
+    auto in = boost::in_edges(v, g);
+    if (in.first == in.second) break;
+    size_t best = boost::source(*in.first, g);
+    for (auto e = in.first; e != in.second; ++e) {
+      const size_t u = boost::source(*e, g);
+      if (r.ops[u].end_s > r.ops[best].end_s) best = u;
+    }
+    v = best;
+  }
+  std::stable_sort(items.begin(), items.end(), [](const CriticalItem& a, const CriticalItem& b) { return a.seconds > b.seconds; });
+  return items;
+}
+
+}  // namespace exasim

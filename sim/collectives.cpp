@@ -1,0 +1,59 @@
+#include "sim/collectives.hpp"
+
+#include <string>
+
+namespace exasim {
+
+CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size,
+                                       double bytes)
+    : kind_(kind), algorithm_(algorithm), n_(group_size), bytes_(bytes) {
+  if (group_size < 1) throw std::invalid_argument("collective group size must be at least 1");
+  if (bytes < 0) throw std::invalid_argument("collective bytes must not be negative");
+  const bool a2a = kind == CollectiveKind::all_to_all;
+  if (a2a && algorithm == CollectiveAlgorithm::ring)
+    throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise or direct)");
+  if (!a2a && algorithm != CollectiveAlgorithm::ring)
+    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring algorithm");
+  if (n_ == 1) {
+    steps_ = 0;
+    return;
+  }
+  switch (kind) {
+    case CollectiveKind::all_reduce: steps_ = 2 * (n_ - 1); break;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_gather: steps_ = n_ - 1; break;
+    case CollectiveKind::all_to_all: steps_ = algorithm == CollectiveAlgorithm::direct ? 1 : n_ - 1; break;
+  }
+}
+
+void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
+  out.sends.clear();
+  out.recv_from.clear();
+  const double chunk = bytes_ / n_;
+  if (kind_ != CollectiveKind::all_to_all) {  // ring: send to the next member, receive from the previous
+    out.sends.push_back({(m + 1) % n_, chunk});
+    out.recv_from.push_back((m + n_ - 1) % n_);
+    return;
+  }
+  if (algorithm_ == CollectiveAlgorithm::pairwise) {  // step k exchanges with distance k+1
+    const int d = k + 1;
+    out.sends.push_back({(m + d) % n_, chunk});
+    out.recv_from.push_back((m + n_ - d) % n_);
+    return;
+  }
+  for (int p = 0; p < n_; ++p)  // direct: every pair at once
+    if (p != m) {
+      out.sends.push_back({p, chunk});
+      out.recv_from.push_back(p);
+    }
+}
+
+double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) const {
+  if (n_ == 1) return 0;
+  const double chunk = bytes_ / n_;
+  if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct)
+    return alpha_s + (n_ - 1) * chunk / beta_Bps;  // the sender's link carries n-1 chunks at once
+  return steps_ * (alpha_s + chunk / beta_Bps);
+}
+
+}  // namespace exasim

@@ -1,0 +1,39 @@
+// Cost model seam: (compute work, device) -> seconds. The engine does not care how the
+// answer is found; this one is a roofline with a per-kernel-class efficiency.
+#pragma once
+#include <map>
+#include <string>
+
+#include "sim/step_graph.hpp"
+
+namespace exasim {
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual double compute_time_s(const ComputeWork& w) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// A device (one node's worth of compute units) with its peaks and achieved efficiencies.
+struct DeviceProfile {
+  std::string name;
+  std::map<Precision, double> peak_flops_per_s;       // whole node
+  std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
+  double memory_bandwidth_Bps = 0;                    // achieved, for memory-bound kernels
+};
+
+// time = max(flops / (peak * efficiency), bytes / bandwidth); memory-bound kernels run
+// their flops at peak (they are limited by bytes).
+class RooflineCostModel final : public CostModel {
+ public:
+  explicit RooflineCostModel(DeviceProfile d);
+  double compute_time_s(const ComputeWork& w) const override;
+  std::string describe() const override;
+  const DeviceProfile& device() const { return device_; }
+
+ private:
+  DeviceProfile device_;
+};
+
+}  // namespace exasim

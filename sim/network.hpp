@@ -1,0 +1,43 @@
+// The machine as the engine sees it: nodes with compute units, and a network described
+// by link kinds and a path function. Topologies implement it; the engine turns it into a
+// SimGrid platform. Nothing here names a particular machine.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace exasim {
+
+struct LinkKind {
+  std::string name;        // e.g. "nic_up", "supernode_uplink"
+  double bandwidth_Bps = 0;
+  double latency_s = 0;
+  // A node-private kind has one instance per node (instance index = node id); a shared
+  // kind has one instance per domain (a group of nodes, e.g. a supernode) that share it.
+  bool node_private = true;
+};
+
+struct LinkRef {
+  int kind = 0;
+  int instance = 0;
+  bool operator==(const LinkRef& o) const { return kind == o.kind && instance == o.instance; }
+};
+
+class Network {
+ public:
+  virtual ~Network() = default;
+  virtual int node_count() const = 0;
+  virtual const std::vector<LinkKind>& link_kinds() const = 0;
+  // Appends, in order, the links a flow from src_node to dst_node crosses (src != dst).
+  virtual void path(int src_node, int dst_node, std::vector<LinkRef>& out) const = 0;
+  // For a shared kind: the instance that `node` uses. For a private kind: the node itself.
+  virtual int domain_of(int kind, int node) const = 0;
+  // Compute units of a node (e.g. the six core groups of an SW26010-Pro). A rank's compute
+  // op runs on all of them at once, each doing an equal share.
+  virtual int compute_units_per_node() const = 0;
+  // Nominal speed given to each compute unit's simulated host. Compute ops are costed in
+  // seconds by the cost model, so this only scales the host's work amounts.
+  virtual double compute_unit_speed_flops_per_s() const = 0;
+  virtual std::string node_name(int node) const { return "node" + std::to_string(node); }
+};
+
+}  // namespace exasim

@@ -1,0 +1,56 @@
+// The step graph: what one rank does in one training step, as a DAG of operations.
+// The engine knows these ops only as compute work (costed by the cost model) and
+// collectives over a named group role; it knows nothing about transformers.
+#pragma once
+#include <boost/graph/adjacency_list.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace exasim {
+
+enum class Phase { forward, backward, optimizer };
+enum class Precision { fp64, fp32, fp16 };
+// Kernel classes the cost model distinguishes.
+enum class KernelClass { gemm, memory_bound };
+enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all };
+enum class CollectiveAlgorithm { ring, pairwise, direct };
+
+const char* to_string(Phase p);
+const char* to_string(Precision p);
+const char* to_string(KernelClass k);
+const char* to_string(CollectiveKind k);
+const char* to_string(CollectiveAlgorithm a);
+double bytes_per_element(Precision p);
+
+struct ComputeWork {
+  KernelClass kernel = KernelClass::gemm;
+  Precision precision = Precision::fp32;
+  double flops = 0;  // floating-point operations executed
+  double bytes = 0;  // bytes moved to and from memory
+};
+
+struct CollectiveWork {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  std::string group_role;  // resolved per rank by the workload's group tables
+  // all_reduce / reduce_scatter: bytes of the full buffer on each rank;
+  // all_gather: bytes of the gathered result; all_to_all: bytes each rank sends in total.
+  double bytes = 0;
+};
+
+struct Op {
+  std::string name;   // unique, e.g. "L3.fwd.expert_ffn1"
+  std::string label;  // what it is, shared by layers, e.g. "expert_ffn1" (for aggregation)
+  Phase phase = Phase::forward;
+  std::variant<ComputeWork, CollectiveWork> work;
+  bool is_compute() const { return std::holds_alternative<ComputeWork>(work); }
+};
+
+using StepGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+using OpId = StepGraph::vertex_descriptor;
+
+// Adds an op that runs after all of `deps`; returns its id.
+OpId add_op(StepGraph& g, Op op, const std::vector<OpId>& deps);
+
+}  // namespace exasim

@@ -1,0 +1,48 @@
+#include "topologies/sunway.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace exasim {
+
+SunwayNetwork::SunwayNetwork(const MachineSpec& m, Precision peak_precision)
+    : nodes_per_sn_(m.nodes_per_supernode), supernodes_(m.supernodes), core_groups_(m.core_groups_per_node) {
+  if (nodes_per_sn_ <= 0 || supernodes_ <= 0 || core_groups_ <= 0)
+    throw std::invalid_argument("sunway machine: node, supernode and core group counts must be positive");
+  auto peak = m.peak_flops_per_s.find(peak_precision);
+  if (peak == m.peak_flops_per_s.end())
+    throw std::invalid_argument(std::string("sunway machine: no peak for ") + to_string(peak_precision));
+  cg_speed_ = peak->second / core_groups_;
+  const double W = m.node_injection_Bps;
+  const double up = m.upper_level_bandwidth_ratio * nodes_per_sn_ * W;
+  kinds_ = {
+      {"noc", m.noc_Bps, 0.0, true},
+      {"nic_up", W, m.link_latency_s, true},
+      {"nic_down", W, m.link_latency_s, true},
+      {"supernode_uplink", up, m.link_latency_s, false},
+      {"supernode_downlink", up, m.link_latency_s, false},
+  };
+}
+
+void SunwayNetwork::path(int a, int b, std::vector<LinkRef>& out) const {
+  out.push_back({noc, a});
+  out.push_back({nic_up, a});
+  const int sa = supernode_of(a), sb = supernode_of(b);
+  if (sa != sb) {
+    out.push_back({supernode_uplink, sa});
+    out.push_back({supernode_downlink, sb});
+  }
+  out.push_back({nic_down, b});
+  out.push_back({noc, b});
+}
+
+int SunwayNetwork::domain_of(int kind, int node) const {
+  if (kind == supernode_uplink || kind == supernode_downlink) return supernode_of(node);
+  return node;
+}
+
+std::string SunwayNetwork::node_name(int node) const {
+  return "sn" + std::to_string(supernode_of(node)) + ".n" + std::to_string(node % nodes_per_sn_);
+}
+
+}  // namespace exasim
