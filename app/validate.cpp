@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -20,6 +25,38 @@ const std::string& embedded(const std::string& path) {
   if (it == files.end()) throw std::runtime_error("validation case refers to '" + path + "', which is not embedded");
   return it->second;
 }
+// SimGrid allows one engine per process: each scenario runs in a child process that sends
+// back its sustained PFLOPS (or its error) through a pipe.
+double predict_in_child(const Scenario& sc) {
+  int fd[2];
+  if (pipe(fd) != 0) throw std::runtime_error("validate: pipe() failed");
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("validate: fork() failed");
+  if (pid == 0) {
+    close(fd[0]);
+    std::string msg;
+    try {
+      msg = fmt::format("ok {:a}", predict(sc).sustained_pflops);
+    } catch (const std::exception& e) {
+      msg = std::string("error ") + e.what();
+    }
+    const ssize_t n = write(fd[1], msg.data(), msg.size());
+    _exit(n == static_cast<ssize_t>(msg.size()) ? 0 : 1);
+  }
+  close(fd[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (msg.rfind("ok ", 0) == 0) return std::strtod(msg.c_str() + 3, nullptr);
+  if (msg.rfind("error ", 0) == 0) throw std::runtime_error(sc.file + ": " + msg.substr(6));
+  throw std::runtime_error(sc.file + ": the simulation process died (status " + std::to_string(status) + ")");
+}
+
 }  // namespace
 
 nlohmann::json run_validation() {
@@ -54,7 +91,7 @@ nlohmann::json run_validation() {
         auto it = predicted_by_scenario.find(sp);
         if (it == predicted_by_scenario.end()) {
           fmt::print(stderr, "validate: running {} ...\n", sp);
-          it = predicted_by_scenario.emplace(sp, predict(sc).sustained_pflops).first;
+          it = predicted_by_scenario.emplace(sp, predict_in_child(sc)).first;
         }
         predicted = it->second;
       }

@@ -40,8 +40,15 @@ class GraphBuilder {
   }
   long memory(const std::string& name, const std::string& label, Phase ph, Precision p, double flops, double bytes,
               long after) {
+    return memory_after(name, label, ph, p, flops, bytes, {after});
+  }
+  long memory_after(const std::string& name, const std::string& label, Phase ph, Precision p, double flops,
+                    double bytes, const std::vector<long>& after) {
     executed_ += flops;
-    return add(name, label, ph, ComputeWork{KernelClass::memory_bound, p, flops, bytes}, after);
+    std::vector<OpId> deps;
+    for (long d : after)
+      if (d >= 0) deps.push_back(static_cast<OpId>(d));
+    return static_cast<long>(add_op(g_, Op{name, label, ph, ComputeWork{KernelClass::memory_bound, p, flops, bytes}}, deps));
   }
   long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
                   CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
@@ -133,7 +140,9 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   // Gradient reduction and optimizer, per layer in backward order.
   const bool paro = plan.paro && pl.replicas > 1;
   const double eg = bytes_per_element(pp.expert_grad), ep = bytes_per_element(pp.expert_param);
-  const double adam_bytes_per_param = 28;  // read param, grad, m, v; write param, m, v (fp32)
+  // Adam moves 28 bytes per parameter: fp32 reads param, grad, m, v and writes param, m, v;
+  // mixed reads the fp32 master, fp16 grad, m, v and writes master, m, v and the fp16 copy.
+  const double adam_bytes_per_param = 28;
   const double adam_flops_per_param = 12;
   const double K = pl.nodes_per_supernode_used;
   const Phase O = Phase::optimizer;
@@ -167,14 +176,13 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
                           CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
       shared_ready = comm;
     }
-    adam = b.memory(p + "expert_adam", "expert_adam", O, Precision::fp32, adam_flops_per_param * expert_shard,
-                    adam_bytes_per_param * expert_shard + pp.expert_master_bytes * 0, std::max(adam, expert_grads_ready));
+    adam = b.memory_after(p + "expert_adam", "expert_adam", O, Precision::fp32, adam_flops_per_param * expert_shard,
+                          adam_bytes_per_param * expert_shard, {adam, expert_grads_ready});
     if (paro && pl.replicas > 1)
       b.collective(p + "expert_param_all_gather", "expert_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "expert_replicas", expert_params * ep, {adam});
-    std::vector<long> after_shared{adam, shared_ready};
-    adam = b.memory(p + "shared_adam", "shared_adam", O, Precision::fp32, adam_flops_per_param * shared_shard,
-                    adam_bytes_per_param * shared_shard, std::max(adam, shared_ready));
+    adam = b.memory_after(p + "shared_adam", "shared_adam", O, Precision::fp32, adam_flops_per_param * shared_shard,
+                          adam_bytes_per_param * shared_shard, {adam, shared_ready});
     if (paro)
       b.collective(p + "shared_param_all_gather", "shared_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "supernode", shared_params * 4, {adam});

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# End-to-end: `exasim validate --json` covers every case of published.json, the BaGuaLu ones with predictions.
+set -euo pipefail
+exe=$1; src=$2
+out=$("$exe" validate --json 2>/dev/null)
+python3 - "$out" <<'PY'
+import json, sys
+rows = json.loads(sys.argv[1])
+bag = [r for r in rows if r["case"].startswith("bagualu")]
+assert len([r for r in bag if r["figure"] != "moda/inverse"]) == 18, len(bag)
+for r in rows:
+    assert set(["case", "figure", "predicted", "published", "error_pct", "role"]) <= set(r), r
+    assert r["role"] in ("predicted", "fitted", "not expressible"), r
+for r in bag:
+    assert r["role"] in ("predicted", "fitted") and r["predicted"] > 0, r
+    assert abs(r["error_pct"] - 100 * (r["predicted"] - r["published"]) / r["published"]) < 1e-6
+assert [r for r in bag if r["role"] == "fitted"], "the fitted case is not marked"
+cases = {r["case"] for r in rows}
+for c in ["tensor-parallel-3d-vs-1d-2d", "zero-memory-7.5b", "megatron-table1-1.7b", "megatron-table1-18.4b",
+          "megatron-table1-145.6b", "megatron-table1-1t"]:
+    assert c in cases, c
+print("e2e validate: ok,", len(rows), "rows")
+PY

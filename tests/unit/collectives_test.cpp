@@ -1,0 +1,312 @@
+// Collective schedules (shape of the steps) and their simulated times against the alpha-beta
+// closed form on a tiny uncongested "star" network; plus the roofline cost of a compute op.
+// Each TEST_CASE that simulates does so exactly once (SimGrid allows one engine per process).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/collectives.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+#include "sim/workload.hpp"
+
+using namespace exasim;
+
+namespace {
+
+// A star: every node has a private up link and a private down link (bandwidth B, latency L)
+// to a non-blocking switch; path(a, b) = [up(a), down(b)].
+class StarNetwork final : public Network {
+ public:
+  StarNetwork(int nodes, double bandwidth_Bps, double latency_s) : nodes_(nodes) {
+    kinds_ = {{"up", bandwidth_Bps, latency_s, true}, {"down", bandwidth_Bps, latency_s, true}};
+  }
+  int node_count() const override { return nodes_; }
+  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
+  void path(int a, int b, std::vector<LinkRef>& out) const override {
+    out.push_back({0, a});
+    out.push_back({1, b});
+  }
+  int domain_of(int, int node) const override { return node; }
+  int compute_units_per_node() const override { return 1; }
+  double compute_unit_speed_flops_per_s() const override { return 1e9; }
+
+ private:
+  int nodes_;
+  std::vector<LinkKind> kinds_;
+};
+
+constexpr double kB = 10e9;   // bytes/s
+constexpr double kL = 2e-6;   // s per link
+
+// A workload of n ranks (rank r on node r, all of class 0) whose step is one collective
+// over the role "all" that holds every rank.
+Workload one_collective(int n, CollectiveKind kind, CollectiveAlgorithm algo, double bytes) {
+  Workload w;
+  w.rank_count = n;
+  GroupTable all;
+  all.members.push_back({});
+  for (int r = 0; r < n; ++r) {
+    all.members[0].push_back(r);
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(0);
+  }
+  all.index(n);
+  w.groups["all"] = all;
+  add_op(w.graph, Op{"coll", "coll", Phase::forward, CollectiveWork{kind, algo, "all", bytes}}, {});
+  return w;
+}
+
+RooflineCostModel test_cost_model() {
+  DeviceProfile d;
+  d.name = "test-device";
+  d.peak_flops_per_s = {{Precision::fp32, 2e12}, {Precision::fp16, 8e12}};
+  d.gemm_efficiency = {{Precision::fp32, 0.8}, {Precision::fp16, 0.5}};
+  d.memory_bandwidth_Bps = 100e9;
+  return RooflineCostModel(d);
+}
+
+// Simulates one collective of `bytes` among n ranks on the star and compares with the
+// schedule's alpha-beta time (alpha = two links' latency, beta = B).
+void check_against_closed_form(int n, CollectiveKind kind, CollectiveAlgorithm algo, Fidelity fid) {
+  const double bytes = 8.0 * 1024 * 1024 * n;  // divisible by n: whole-byte chunks
+  const Workload w = one_collective(n, kind, algo, bytes);
+  const StarNetwork net(n, kB, kL);
+  const RooflineCostModel cost = test_cost_model();
+  EngineOptions opt;
+  opt.fidelity = fid;
+  const SimResult res = simulate(w, net, cost, opt);
+  const double expected = CollectiveSchedule(kind, algo, n, bytes).alpha_beta_time_s(2 * kL, kB);
+  INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
+  CHECK(expected > 0);
+  CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
+  CHECK(res.fidelity == fid);
+  // Every simulated rank's op ends by the step's end.
+  for (const auto& r : res.ranks) CHECK(r.ops.at(0).end_s <= res.step_time_s);
+  if (fid == Fidelity::exhaustive) {
+    CHECK(res.stats.simulated_ranks == n);
+  } else {
+    CHECK(res.stats.simulated_ranks == 1);
+    REQUIRE(res.ranks.size() == 1);
+    CHECK(res.ranks[0].multiplicity == n);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Schedule shape
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("collectives: ring all_reduce schedule with 4 members") {
+  const int n = 4;
+  const double bytes = 400;
+  const CollectiveSchedule s(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, n, bytes);
+  CHECK(s.group_size() == n);
+  CHECK(s.step_count() == 2 * (n - 1));
+  CollectiveStep st;
+  for (int m = 0; m < n; ++m)
+    for (int k = 0; k < s.step_count(); ++k) {
+      s.step(m, k, st);
+      REQUIRE(st.sends.size() == 1);
+      CHECK(st.sends[0].peer == (m + 1) % n);
+      CHECK(st.sends[0].bytes == doctest::Approx(bytes / n));
+      REQUIRE(st.recv_from.size() == 1);
+      CHECK(st.recv_from[0] == (m + n - 1) % n);
+    }
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(6 * (1e-6 + 100 / 1e9)));
+}
+
+TEST_CASE("collectives: ring reduce_scatter and all_gather take n-1 steps") {
+  const CollectiveSchedule rs(CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, 5, 500);
+  const CollectiveSchedule ag(CollectiveKind::all_gather, CollectiveAlgorithm::ring, 5, 500);
+  CHECK(rs.step_count() == 4);
+  CHECK(ag.step_count() == 4);
+  CollectiveStep st;
+  rs.step(4, 2, st);
+  REQUIRE(st.sends.size() == 1);
+  CHECK(st.sends[0].peer == 0);
+  CHECK(st.sends[0].bytes == doctest::Approx(100));
+  REQUIRE(st.recv_from.size() == 1);
+  CHECK(st.recv_from[0] == 3);
+}
+
+TEST_CASE("collectives: pairwise all_to_all step k sends to distance k+1") {
+  const int n = 6;
+  const double bytes = 600;
+  const CollectiveSchedule s(CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, n, bytes);
+  CHECK(s.step_count() == n - 1);
+  CollectiveStep st;
+  for (int m = 0; m < n; ++m) {
+    std::vector<int> sent_to, received_from;
+    for (int k = 0; k < s.step_count(); ++k) {
+      s.step(m, k, st);
+      REQUIRE(st.sends.size() == 1);
+      CHECK(st.sends[0].peer == (m + k + 1) % n);
+      CHECK(st.sends[0].bytes == doctest::Approx(bytes / n));
+      REQUIRE(st.recv_from.size() == 1);
+      CHECK(st.recv_from[0] == (m + n - (k + 1)) % n);
+      sent_to.push_back(st.sends[0].peer);
+      received_from.push_back(st.recv_from[0]);
+    }
+    // Every other member exactly once, in both directions.
+    std::vector<int> seen(n, 0), seen_r(n, 0);
+    for (int p : sent_to) seen[p]++;
+    for (int p : received_from) seen_r[p]++;
+    for (int p = 0; p < n; ++p) {
+      CHECK(seen[p] == (p == m ? 0 : 1));
+      CHECK(seen_r[p] == (p == m ? 0 : 1));
+    }
+  }
+}
+
+TEST_CASE("collectives: direct all_to_all is one step with n-1 sends") {
+  const int n = 5;
+  const CollectiveSchedule s(CollectiveKind::all_to_all, CollectiveAlgorithm::direct, n, 500);
+  CHECK(s.step_count() == 1);
+  CollectiveStep st;
+  for (int m = 0; m < n; ++m) {
+    s.step(m, 0, st);
+    CHECK(st.sends.size() == static_cast<size_t>(n - 1));
+    CHECK(st.recv_from.size() == static_cast<size_t>(n - 1));
+    for (const auto& snd : st.sends) {
+      CHECK(snd.peer != m);
+      CHECK(snd.peer >= 0);
+      CHECK(snd.peer < n);
+      CHECK(snd.bytes == doctest::Approx(100));
+    }
+    for (int q : st.recv_from) CHECK(q != m);
+  }
+  // The sender's link carries n-1 chunks at once.
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(1e-6 + 4 * 100 / 1e9));
+}
+
+TEST_CASE("collectives: invalid kind and algorithm pairs throw") {
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::ring, 4, 100),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::pairwise, 4, 100),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::direct, 4, 100),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::reduce_scatter, CollectiveAlgorithm::pairwise, 4, 100),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_gather, CollectiveAlgorithm::direct, 4, 100),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 0, 100),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, -1),
+                  std::invalid_argument);
+}
+
+TEST_CASE("collectives: a group of one has zero steps and zero time") {
+  for (auto [kind, algo] : {std::pair{CollectiveKind::all_reduce, CollectiveAlgorithm::ring},
+                            std::pair{CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring},
+                            std::pair{CollectiveKind::all_gather, CollectiveAlgorithm::ring},
+                            std::pair{CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise},
+                            std::pair{CollectiveKind::all_to_all, CollectiveAlgorithm::direct}}) {
+    const CollectiveSchedule s(kind, algo, 1, 1000);
+    CHECK(s.step_count() == 0);
+    CHECK(s.alpha_beta_time_s(1e-6, 1e9) == 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulated against the closed form (one simulate per TEST_CASE)
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("collectives sim: exhaustive ring all_reduce of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, Fidelity::exhaustive);
+}
+
+TEST_CASE("collectives sim: exhaustive ring reduce_scatter of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, Fidelity::exhaustive);
+}
+
+TEST_CASE("collectives sim: exhaustive ring all_gather of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::all_gather, CollectiveAlgorithm::ring, Fidelity::exhaustive);
+}
+
+TEST_CASE("collectives sim: exhaustive pairwise all_to_all of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, Fidelity::exhaustive);
+}
+
+TEST_CASE("collectives sim: exhaustive direct all_to_all of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::all_to_all, CollectiveAlgorithm::direct, Fidelity::exhaustive);
+}
+
+TEST_CASE("collectives sim: folded ring all_reduce of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, Fidelity::folded);
+}
+
+TEST_CASE("collectives sim: folded pairwise all_to_all of 8 matches the closed form") {
+  check_against_closed_form(8, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, Fidelity::folded);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roofline compute
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("cost model: roofline time is the max of the flops and bytes bounds") {
+  const RooflineCostModel cost = test_cost_model();
+  // GEMM: flops / (peak * efficiency), bytes small.
+  CHECK(cost.compute_time_s({KernelClass::gemm, Precision::fp32, 1.6e12, 1e6}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({KernelClass::gemm, Precision::fp16, 4e12, 0}) == doctest::Approx(1.0));
+  // GEMM limited by bytes.
+  CHECK(cost.compute_time_s({KernelClass::gemm, Precision::fp32, 1.0, 200e9}) == doctest::Approx(2.0));
+  // Memory-bound: flops at full peak (no efficiency), bytes / bandwidth.
+  CHECK(cost.compute_time_s({KernelClass::memory_bound, Precision::fp32, 2e12, 0}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e3, 50e9}) == doctest::Approx(0.5));
+  // No peak (fp64 missing) or no GEMM efficiency throws.
+  CHECK_THROWS_AS(cost.compute_time_s({KernelClass::gemm, Precision::fp64, 1, 0}), std::invalid_argument);
+  DeviceProfile d;
+  d.name = "no-eff";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}};
+  d.memory_bandwidth_Bps = 1e9;
+  const RooflineCostModel no_eff(d);
+  CHECK_THROWS_AS(no_eff.compute_time_s({KernelClass::gemm, Precision::fp32, 1, 0}), std::invalid_argument);
+  CHECK(no_eff.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e12, 0}) == doctest::Approx(1.0));
+  d.memory_bandwidth_Bps = 0;
+  CHECK_THROWS_AS(RooflineCostModel{d}, std::invalid_argument);
+}
+
+TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
+  const double F = 3.2e12, P = 2e12, e = 0.8;  // = 2 s
+  Workload w;
+  w.rank_count = 1;
+  w.node_of_rank = {0};
+  w.class_of_rank = {0};
+  add_op(w.graph, Op{"gemm", "gemm", Phase::forward, ComputeWork{KernelClass::gemm, Precision::fp32, F, 1e3}}, {});
+  const StarNetwork net(1, kB, kL);
+  const RooflineCostModel cost = test_cost_model();
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
+  CHECK(res.step_time_s == doctest::Approx(F / (P * e)).epsilon(1e-9));
+  REQUIRE(res.ranks.size() == 1);
+  CHECK(res.ranks[0].ops[0].ready_s == 0);
+  CHECK(res.ranks[0].ops[0].end_s == doctest::Approx(F / (P * e)).epsilon(1e-9));
+  CHECK(res.stats.compute_activities == 1);  // one compute unit per node
+  CHECK(res.stats.flows == 0);
+}
+
+TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwidth plus F over P times e") {
+  const double bytes = 30e9, BW = 100e9;    // 0.3 s (its flops at peak would take 1e-6 s)
+  const double F = 0.8e12, P = 8e12, e = 0.5;  // fp16: 0.2 s
+  Workload w;
+  w.rank_count = 1;
+  w.node_of_rank = {0};
+  w.class_of_rank = {0};
+  const OpId a = add_op(w.graph, Op{"mem", "mem", Phase::forward,
+                                    ComputeWork{KernelClass::memory_bound, Precision::fp32, 2e6, bytes}}, {});
+  add_op(w.graph, Op{"gemm", "gemm", Phase::backward, ComputeWork{KernelClass::gemm, Precision::fp16, F, 0}}, {a});
+  const StarNetwork net(1, kB, kL);
+  const RooflineCostModel cost = test_cost_model();
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});
+  REQUIRE(res.ranks.size() == 1);
+  const auto& ops = res.ranks[0].ops;
+  CHECK(ops[0].end_s == doctest::Approx(bytes / BW).epsilon(1e-9));
+  CHECK(ops[1].ready_s == doctest::Approx(bytes / BW).epsilon(1e-9));
+  CHECK(res.step_time_s == doctest::Approx(bytes / BW + F / (P * e)).epsilon(1e-9));
+}

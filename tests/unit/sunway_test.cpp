@@ -1,0 +1,188 @@
+// The Sunway network: link kinds, routes inside and across supernodes, domains, compute units;
+// and a simulated 2-rank all_reduce inside and across supernodes against the closed form.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/collectives.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/workload.hpp"
+#include "topologies/machine_spec.hpp"
+#include "topologies/sunway.hpp"
+
+using namespace exasim;
+
+namespace {
+
+constexpr double kW = 10e9;
+constexpr double kLat = 1e-6;
+constexpr double kNoc = 240e9;
+constexpr double kRatio = 0.1875;
+
+MachineSpec small_machine() {
+  MachineSpec m;
+  m.name = "small-sunway";
+  m.family = "sunway";
+  m.nodes_per_supernode = 4;
+  m.supernodes = 3;
+  m.core_groups_per_node = 6;
+  m.peak_flops_per_s = {{Precision::fp32, 12e12}, {Precision::fp16, 48e12}};
+  m.gemm_efficiency = {{Precision::fp32, 0.9}, {Precision::fp16, 0.8}};
+  m.memory_bandwidth_Bps = 240e9;
+  m.memory_bytes = 96e9;
+  m.noc_Bps = kNoc;
+  m.upper_level_bandwidth_ratio = kRatio;
+  m.node_injection_Bps = kW;
+  m.link_latency_s = kLat;
+  return m;
+}
+
+std::vector<LinkRef> path_of(const Network& net, int a, int b) {
+  std::vector<LinkRef> p;
+  net.path(a, b, p);
+  return p;
+}
+
+RooflineCostModel cost_model_of(const MachineSpec& m) {
+  DeviceProfile d;
+  d.name = m.name;
+  d.peak_flops_per_s = m.peak_flops_per_s;
+  d.gemm_efficiency = m.gemm_efficiency;
+  d.memory_bandwidth_Bps = m.memory_bandwidth_Bps;
+  return RooflineCostModel(d);
+}
+
+// One ring all_reduce of `bytes` between two ranks on nodes a and b, simulated exhaustively,
+// against 2(n-1) steps of (path latency + chunk / bottleneck bandwidth).
+void check_two_rank_all_reduce(int node_a, int node_b, double expected_latency_s, double expected_bottleneck_Bps) {
+  const MachineSpec m = small_machine();
+  const SunwayNetwork net(m, Precision::fp32);
+
+  // The closed form's inputs, read off the path.
+  double latency = 0, bottleneck = 1e300;
+  for (const LinkRef& l : path_of(net, node_a, node_b)) {
+    latency += net.link_kinds()[l.kind].latency_s;
+    bottleneck = std::min(bottleneck, net.link_kinds()[l.kind].bandwidth_Bps);
+  }
+  CHECK(latency == doctest::Approx(expected_latency_s));
+  CHECK(bottleneck == doctest::Approx(expected_bottleneck_Bps));
+
+  const double bytes = 64.0 * 1024 * 1024;
+  Workload w;
+  w.rank_count = 2;
+  w.node_of_rank = {node_a, node_b};
+  w.class_of_rank = {0, 1};
+  GroupTable g;
+  g.members = {{0, 1}};
+  g.index(2);
+  w.groups["pair"] = g;
+  add_op(w.graph,
+         Op{"ar", "ar", Phase::optimizer,
+            CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "pair", bytes}},
+         {});
+  const RooflineCostModel cost = cost_model_of(m);
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
+
+  const double expected =
+      CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 2, bytes).alpha_beta_time_s(latency,
+                                                                                                            bottleneck);
+  CHECK(expected == doctest::Approx(2 * (expected_latency_s + bytes / 2 / expected_bottleneck_Bps)));
+  INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
+  CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
+  CHECK(res.stats.simulated_ranks == 2);
+  CHECK(res.stats.flows == 4);  // 2 steps x 2 ranks
+}
+
+}  // namespace
+
+TEST_CASE("sunway: link kinds follow the machine spec") {
+  const MachineSpec m = small_machine();
+  const SunwayNetwork net(m, Precision::fp32);
+  CHECK(net.node_count() == 12);
+  const auto& k = net.link_kinds();
+  REQUIRE(k.size() == 5);
+  CHECK(k[SunwayNetwork::noc].name == "noc");
+  CHECK(k[SunwayNetwork::noc].bandwidth_Bps == doctest::Approx(kNoc));
+  CHECK(k[SunwayNetwork::noc].node_private);
+  CHECK(k[SunwayNetwork::nic_up].bandwidth_Bps == doctest::Approx(kW));
+  CHECK(k[SunwayNetwork::nic_up].latency_s == doctest::Approx(kLat));
+  CHECK(k[SunwayNetwork::nic_up].node_private);
+  CHECK(k[SunwayNetwork::nic_down].bandwidth_Bps == doctest::Approx(kW));
+  CHECK(k[SunwayNetwork::nic_down].node_private);
+  // Uplink: ratio x nodes per supernode x injection bandwidth = 0.1875 * 4 * 10 GB/s = 7.5 GB/s.
+  CHECK(k[SunwayNetwork::supernode_uplink].bandwidth_Bps == doctest::Approx(kRatio * 4 * kW));
+  CHECK(k[SunwayNetwork::supernode_uplink].bandwidth_Bps == doctest::Approx(7.5e9));
+  CHECK(k[SunwayNetwork::supernode_downlink].bandwidth_Bps == doctest::Approx(7.5e9));
+  CHECK_FALSE(k[SunwayNetwork::supernode_uplink].node_private);
+  CHECK_FALSE(k[SunwayNetwork::supernode_downlink].node_private);
+  CHECK(k[SunwayNetwork::supernode_uplink].latency_s == doctest::Approx(kLat));
+}
+
+TEST_CASE("sunway: path inside a supernode crosses noc and the two NICs") {
+  const SunwayNetwork net(small_machine(), Precision::fp32);
+  const std::vector<LinkRef> p = path_of(net, 1, 3);  // both in supernode 0
+  const std::vector<LinkRef> expected = {
+      {SunwayNetwork::noc, 1}, {SunwayNetwork::nic_up, 1}, {SunwayNetwork::nic_down, 3}, {SunwayNetwork::noc, 3}};
+  CHECK(p == expected);
+  // path() appends.
+  std::vector<LinkRef> q = {{SunwayNetwork::noc, 7}};
+  net.path(5, 6, q);
+  CHECK(q.size() == 5);
+  CHECK(q[1] == LinkRef{SunwayNetwork::noc, 5});
+}
+
+TEST_CASE("sunway: path across supernodes adds the supernode uplink and downlink") {
+  const SunwayNetwork net(small_machine(), Precision::fp32);
+  const std::vector<LinkRef> p = path_of(net, 2, 9);  // supernode 0 -> supernode 2
+  const std::vector<LinkRef> expected = {{SunwayNetwork::noc, 2},
+                                         {SunwayNetwork::nic_up, 2},
+                                         {SunwayNetwork::supernode_uplink, 0},
+                                         {SunwayNetwork::supernode_downlink, 2},
+                                         {SunwayNetwork::nic_down, 9},
+                                         {SunwayNetwork::noc, 9}};
+  CHECK(p == expected);
+  const std::vector<LinkRef> back = path_of(net, 9, 2);
+  CHECK(back[2] == LinkRef{SunwayNetwork::supernode_uplink, 2});
+  CHECK(back[3] == LinkRef{SunwayNetwork::supernode_downlink, 0});
+}
+
+TEST_CASE("sunway: domains supernodes names and compute units") {
+  const SunwayNetwork net(small_machine(), Precision::fp32);
+  for (int n = 0; n < net.node_count(); ++n) {
+    CHECK(net.supernode_of(n) == n / 4);
+    CHECK(net.domain_of(SunwayNetwork::supernode_uplink, n) == n / 4);
+    CHECK(net.domain_of(SunwayNetwork::supernode_downlink, n) == n / 4);
+    CHECK(net.domain_of(SunwayNetwork::noc, n) == n);
+    CHECK(net.domain_of(SunwayNetwork::nic_up, n) == n);
+    CHECK(net.domain_of(SunwayNetwork::nic_down, n) == n);
+  }
+  CHECK(net.node_name(9) == "sn2.n1");
+  CHECK(net.compute_units_per_node() == 6);
+  CHECK(net.compute_unit_speed_flops_per_s() == doctest::Approx(12e12 / 6));
+  const SunwayNetwork half(small_machine(), Precision::fp16);
+  CHECK(half.compute_unit_speed_flops_per_s() == doctest::Approx(48e12 / 6));
+}
+
+TEST_CASE("sunway: invalid machines throw") {
+  CHECK_THROWS_AS(SunwayNetwork(small_machine(), Precision::fp64), std::invalid_argument);  // no fp64 peak
+  MachineSpec m = small_machine();
+  m.supernodes = 0;
+  CHECK_THROWS_AS(SunwayNetwork(m, Precision::fp32), std::invalid_argument);
+  m = small_machine();
+  m.core_groups_per_node = 0;
+  CHECK_THROWS_AS(SunwayNetwork(m, Precision::fp32), std::invalid_argument);
+}
+
+TEST_CASE("sunway sim: 2-rank all_reduce inside a supernode matches the closed form") {
+  // noc + nic_up + nic_down + noc: latency 2 us, bottleneck the NIC (10 GB/s).
+  check_two_rank_all_reduce(1, 2, 2 * kLat, kW);
+}
+
+TEST_CASE("sunway sim: 2-rank all_reduce across supernodes matches the closed form") {
+  // + supernode uplink and downlink: latency 4 us, bottleneck the uplink (7.5 GB/s).
+  check_two_rank_all_reduce(1, 9, 4 * kLat, kRatio * 4 * kW);
+}
