@@ -21,7 +21,6 @@ struct EngineOptions {
 struct OpTiming {
   double ready_s = 0;  // all predecessors done
   double end_s = 0;    // done on this rank
-  // For collectives: the rank's time spent sending (sum of its flow durations, may overlap).
 };
 
 struct SimulatedRank {
