@@ -13,12 +13,7 @@ Prediction predict(const Scenario& sc) {
   const MachineSpec& m = sc.machine;
   if (m.family != "sunway") throw ScenarioError(sc.file, "/machine/family", "\"sunway\" (the only family so far)");
   SunwayNetwork net(m, Precision::fp32);
-  DeviceProfile dev;
-  dev.name = m.name;
-  dev.peak_flops_per_s = m.peak_flops_per_s;
-  dev.gemm_efficiency = m.gemm_efficiency;
-  dev.memory_bandwidth_Bps = m.memory_bandwidth_Bps;
-  RooflineCostModel cost(dev);
+  RooflineCostModel cost(device_profile_of(m));
   p.cost_model = cost.describe();
   p.workload = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
   EngineOptions opt;

@@ -267,23 +267,35 @@ class Reader {
       if (dflt >= 0) return dflt;
       fail(child(path, key), "missing (expected " + what + ")");
     }
-    if (!v->is_string()) fail(child(path, key), "expected " + what + ", got " + describe(*v));
+    std::string vpath = child(path, key);
+    if (v->is_object()) {  // an annotated choice
+      v = &annotated(*v, vpath, what);
+      vpath = child(vpath, "value");
+    }
+    if (!v->is_string()) fail(vpath, "expected " + what + ", got " + describe(*v));
     const std::string s = v->get<std::string>();
     int i = 0;
     for (const char* a : allowed) {
       if (s == a) return i;
       ++i;
     }
-    fail(child(path, key), "expected " + what + ", got " + quoted(s));
+    fail(vpath, "expected " + what + ", got " + quoted(s));
   }
 
   // A plain number or an annotated value object.
   double number(const json& v, const std::string& path, NumKind kind) const {
     if (!v.is_object()) return plain_number(v, path, kind);
+    const json& value = annotated(v, path, num_desc(kind));
+    return plain_number(value, child(path, "value"), kind);
+  }
+
+  // An annotated value object: {"value": ..., "assumption": reason} or {"value": ..., "source": ...,
+  // "fitted_on": case}. Checks its keys, records the annotation and returns the value (not yet
+  // checked against `expected`, which the caller does).
+  const json& annotated(const json& v, const std::string& path, const std::string& expected) const {
     check_keys(v, path, {"value", "assumption", "source", "fitted_on"});
     const json* value = find(v, "value");
-    if (!value) fail(child(path, "value"), std::string("missing (expected ") + num_desc(kind) + ")");
-    const double x = plain_number(*value, child(path, "value"), kind);
+    if (!value) fail(child(path, "value"), "missing (expected " + expected + ")");
     const json* assumption = find(v, "assumption");
     const json* source = find(v, "source");
     const json* fitted_on = find(v, "fitted_on");
@@ -295,7 +307,7 @@ class Reader {
            "(a free parameter's source)");
     Annotation a;
     a.json_path = ann_prefix_ + path;
-    a.value = x;
+    a.value = *value;
     if (assumption) {
       if (fitted_on)
         fail(child(path, "fitted_on"),
@@ -308,7 +320,7 @@ class Reader {
       if (fitted_on) a.fitted_on = string_value(*fitted_on, child(path, "fitted_on"), false);
     }
     annotations_->push_back(std::move(a));
-    return x;
+    return *value;
   }
 
   int integer(const json& v, const std::string& path) const {
@@ -379,7 +391,7 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
   r.require_object(m, path, "a machine object");
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node",
-                "peak_flops_per_s", "gemm_efficiency", "memory_bandwidth_Bps", "memory_bytes", "noc_Bps",
+                "peak_flops_per_s", "gemm_efficiency", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "noc_Bps",
                 "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
   MachineSpec s;
   s.name = r.required_string(m, path, "name");
@@ -392,6 +404,7 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
   s.peak_flops_per_s = read_precision_map(r, m, path, "peak_flops_per_s", NumKind::positive);
   s.gemm_efficiency = read_precision_map(r, m, path, "gemm_efficiency", NumKind::fraction);
   s.memory_bandwidth_Bps = r.required_number(m, path, "memory_bandwidth_Bps", NumKind::positive);
+  s.optimizer_memory_bandwidth_Bps = r.required_number(m, path, "optimizer_memory_bandwidth_Bps", NumKind::positive);
   s.memory_bytes = r.required_number(m, path, "memory_bytes", NumKind::positive);
   s.noc_Bps = r.required_number(m, path, "noc_Bps", NumKind::positive);
   s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
@@ -472,8 +485,9 @@ PlanSpec read_plan(const Reader& r, const json& root) {
   s.nodes = r.required_int(p, path, "nodes");
   s.nodes_per_supernode_used = r.required_int(p, path, "nodes_per_supernode_used");
   s.paro = r.required_bool(p, path, "paro");
-  s.all_to_all = r.enum_value(p, path, "all_to_all", {"pairwise", "direct"}, 0) == 0 ? CollectiveAlgorithm::pairwise
-                                                                                     : CollectiveAlgorithm::direct;
+  static const CollectiveAlgorithm a2a[] = {CollectiveAlgorithm::pairwise, CollectiveAlgorithm::direct,
+                                            CollectiveAlgorithm::hierarchical};
+  s.all_to_all = a2a[r.enum_value(p, path, "all_to_all", {"pairwise", "direct", "hierarchical"}, 0)];
   return s;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <map>
 #include <stdexcept>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ class ScenarioError : public std::runtime_error {
 
 struct Annotation {
   std::string json_path;   // where the value sits, e.g. "/training/seq_len"
-  double value = 0;
+  nlohmann::json value;     // the number or string it annotates
   std::string kind;        // "assumption" or "free_parameter"
   std::string reason;      // assumption: the reason; free parameter: its source
   std::string fitted_on;   // free parameter: the one case it is fitted on ("" if none)

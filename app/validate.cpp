@@ -81,8 +81,12 @@ nlohmann::json run_validation() {
       const double published = f.at("published");
       double predicted;
       std::string role = "predicted";
+      const std::string fig_unit = f.value("unit", unit);
       if (f.contains("ratio_of")) {
         predicted = by_figure.at(f["ratio_of"][0]) / by_figure.at(f["ratio_of"][1]);
+      } else if (f.contains("efficiency_of")) {  // weak scaling: big / (scale x small), in percent
+        predicted = 100.0 * by_figure.at(f["efficiency_of"][0]) /
+                    (f.at("scale").get<double>() * by_figure.at(f["efficiency_of"][1]));
       } else {
         const std::string sp = f.at("scenario");
         const Scenario sc = parse_scenario(embedded(sp), sp);
@@ -96,8 +100,11 @@ nlohmann::json run_validation() {
         predicted = it->second;
       }
       by_figure[fig] = predicted;
-      rows.push_back({{"case", id}, {"figure", fig}, {"predicted", predicted}, {"published", published},
-                      {"error_pct", 100.0 * (predicted - published) / published}, {"role", role}, {"unit", unit}});
+      json row{{"case", id}, {"figure", fig}, {"predicted", predicted}, {"published", published},
+               {"error_pct", 100.0 * (predicted - published) / published}, {"role", role}, {"unit", fig_unit}};
+      // A figure in percent (an efficiency) is judged by its difference in points.
+      if (fig_unit == "percent") row["error_points"] = predicted - published;
+      rows.push_back(std::move(row));
     }
   }
   return rows;
@@ -111,6 +118,12 @@ std::string validation_table(const nlohmann::json& rows) {
     if (r["predicted"].is_null()) {
       s += fmt::format("{:<36} {:<16} {:>11} {:>11} {:>9}  not expressible: {}\n", r["case"].get<std::string>(),
                        r["figure"].get<std::string>(), "-", r["published"].dump(), "-", r["reason"].get<std::string>());
+      continue;
+    }
+    if (r.contains("error_points")) {  // not a relative error: kept out of the error statistics
+      s += fmt::format("{:<36} {:<16} {:>10.1f}% {:>10.1f}% {:>+6.1f}pts  {}\n", r["case"].get<std::string>(),
+                       r["figure"].get<std::string>(), r["predicted"].get<double>(), r["published"].get<double>(),
+                       r["error_points"].get<double>(), r["role"].get<std::string>());
       continue;
     }
     const double e = r["error_pct"];

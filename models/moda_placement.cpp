@@ -6,12 +6,30 @@
 namespace exasim {
 
 namespace {
-GroupTable make_groups(int groups, int size, int ranks, const std::function<int(int, int)>& rank_at) {
+// The largest L such that, in every group, each run of L consecutive members sits in one
+// supernode and the runs sit in distinct supernodes (1 when the layout has no such blocks).
+int supernode_block_size(const GroupTable& t, int K) {
+  const auto& g0 = t.members.at(0);
+  int L = 1;
+  while (L < static_cast<int>(g0.size()) && g0[L] / K == g0[0] / K) ++L;
+  for (const auto& members : t.members) {
+    if (members.size() % L != 0) return 1;
+    for (size_t b = 0; b * L < members.size(); ++b)
+      for (int i = 0; i < L; ++i)
+        if (members[b * L + i] / K != members[b * L] / K || (b > 0 && members[b * L] / K == members[(b - 1) * L] / K))
+          return 1;
+  }
+  return L;
+}
+
+// K: ranks per supernode.
+GroupTable make_groups(int groups, int size, int ranks, int K, const std::function<int(int, int)>& rank_at) {
   GroupTable t;
   t.members.assign(groups, std::vector<int>(size));
   for (int g = 0; g < groups; ++g)
     for (int i = 0; i < size; ++i) t.members[g][i] = rank_at(g, i);
   t.index(ranks);
+  t.block_size = supernode_block_size(t, K);
   return t;
 }
 }  // namespace
@@ -41,14 +59,14 @@ Placement place_moe_ranks(const ModelSpec& model, const PlanSpec& plan, int mach
     w.class_of_rank[r] = (block <= K && K % block == 0) ? pos / block : pos;
   }
   if (plan.layout == Layout::moda) {
-    w.groups["moe"] = make_groups(R, E, N, [R](int i, int e) { return e * R + i; });
-    w.groups["expert_replicas"] = make_groups(E, R, N, [R](int e, int i) { return e * R + i; });
+    w.groups["moe"] = make_groups(R, E, N, K, [R](int i, int e) { return e * R + i; });
+    w.groups["expert_replicas"] = make_groups(E, R, N, K, [R](int e, int i) { return e * R + i; });
   } else {
-    w.groups["moe"] = make_groups(R, E, N, [E](int i, int e) { return i * E + e; });
-    w.groups["expert_replicas"] = make_groups(E, R, N, [E](int e, int i) { return i * E + e; });
+    w.groups["moe"] = make_groups(R, E, N, K, [E](int i, int e) { return i * E + e; });
+    w.groups["expert_replicas"] = make_groups(E, R, N, K, [E](int e, int i) { return i * E + e; });
   }
-  w.groups["supernode"] = make_groups(p.supernodes_used, K, N, [K](int s, int i) { return s * K + i; });
-  w.groups["across_supernodes"] = make_groups(K, p.supernodes_used, N, [K](int pos, int s) { return s * K + pos; });
+  w.groups["supernode"] = make_groups(p.supernodes_used, K, N, K, [K](int s, int i) { return s * K + i; });
+  w.groups["across_supernodes"] = make_groups(K, p.supernodes_used, N, K, [K](int pos, int s) { return s * K + pos; });
   return p;
 }
 

@@ -40,31 +40,36 @@ class GraphBuilder {
   }
   long memory(const std::string& name, const std::string& label, Phase ph, Precision p, double flops, double bytes,
               long after) {
-    return memory_after(name, label, ph, p, flops, bytes, {after});
+    return element_wise(KernelClass::memory_bound, name, label, ph, p, flops, bytes, {after});
   }
-  long memory_after(const std::string& name, const std::string& label, Phase ph, Precision p, double flops,
-                    double bytes, const std::vector<long>& after) {
-    executed_ += flops;
-    std::vector<OpId> deps;
-    for (long d : after)
-      if (d >= 0) deps.push_back(static_cast<OpId>(d));
-    return static_cast<long>(add_op(g_, Op{name, label, ph, ComputeWork{KernelClass::memory_bound, p, flops, bytes}}, deps));
+  // The optimizer's update pass over a parameter shard.
+  long optimizer_update(const std::string& name, const std::string& label, double flops, double bytes,
+                        const std::vector<long>& after) {
+    return element_wise(KernelClass::optimizer_update, name, label, Phase::optimizer, Precision::fp32, flops, bytes,
+                        after);
   }
   long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
                   CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
-    std::vector<OpId> deps;
-    for (long d : after)
-      if (d >= 0) deps.push_back(static_cast<OpId>(d));
-    return static_cast<long>(add_op(g_, Op{name, label, ph, CollectiveWork{k, a, role, bytes}}, deps));
+    return static_cast<long>(add_op(g_, Op{name, label, ph, CollectiveWork{k, a, role, bytes}}, deps_of(after)));
   }
   double executed_flops() const { return executed_; }
   double model_flops() const { return model_; }
 
  private:
+  long element_wise(KernelClass k, const std::string& name, const std::string& label, Phase ph, Precision p,
+                    double flops, double bytes, const std::vector<long>& after) {
+    executed_ += flops;
+    return static_cast<long>(add_op(g_, Op{name, label, ph, ComputeWork{k, p, flops, bytes}}, deps_of(after)));
+  }
   long add(const std::string& name, const std::string& label, Phase ph, ComputeWork w, long after) {
+    return static_cast<long>(add_op(g_, Op{name, label, ph, w}, deps_of({after})));
+  }
+  // Ids below zero mean "no dependency".
+  static std::vector<OpId> deps_of(const std::vector<long>& after) {
     std::vector<OpId> deps;
-    if (after >= 0) deps.push_back(static_cast<OpId>(after));
-    return static_cast<long>(add_op(g_, Op{name, label, ph, w}, deps));
+    for (long d : after)
+      if (d >= 0) deps.push_back(static_cast<OpId>(d));
+    return deps;
   }
   StepGraph& g_;
   double executed_ = 0, model_ = 0;
@@ -92,6 +97,7 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
 
   GraphBuilder b(out.workload.graph);
   long last = -1;
+  std::vector<long> layer_backward_done(m.layers, -1);  // in the last micro-batch
   for (int mb = 0; mb < t.micro_batches; ++mb) {
     const std::string mbs = t.micro_batches > 1 ? fmt::format("mb{}.", mb) : "";
     for (int l = 0; l < m.layers; ++l) {
@@ -133,6 +139,7 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
       last = b.gemm(p + "attn_scores", "attn_scores.bwd", B, pp.attn_gemm, 4 * T * s * d, 2 * (2 * T * d + T * s * h) * ea, last);
       last = b.gemm(p + "attn_qkv", "attn_qkv.bwd", B, pp.attn_gemm, 4 * T * d * 3 * d, 2 * (T * d + 3 * d * d + 3 * T * d) * ea, last);
       last = b.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, pp.elementwise, 8 * T * d, 3 * T * d * ea, last);
+      layer_backward_done[l] = last;
     }
   }
   const long backward_done = last;
@@ -146,43 +153,50 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   const double adam_flops_per_param = 12;
   const double K = pl.nodes_per_supernode_used;
   const Phase O = Phase::optimizer;
-  long comm = backward_done, adam = backward_done;
+  const Phase G = Phase::backward;  // gradient reductions count as the backward pass's communication
+  // after_backward: the reductions start when the whole backward pass is done; overlap: a
+  // layer's reductions start as soon as its own backward is done (in backward order, one
+  // after another), while the backward of the layers below goes on. The update waits for
+  // the whole backward pass either way.
+  const bool overlap = t.grad_sync == GradSync::overlap;
+  long comm = overlap ? -1 : backward_done, adam = backward_done;
   for (int l = m.layers - 1; l >= 0; --l) {
-    const std::string p = fmt::format("L{}.opt.", l);
+    const std::string p = fmt::format("L{}.opt.", l), gp = fmt::format("L{}.grad.", l);
+    const long grads_ready = overlap ? layer_backward_done[l] : backward_done;
     // Expert parameters: reduced among the expert's replicas.
     double expert_shard = expert_params;
     long expert_grads_ready = backward_done;
     if (pl.replicas > 1) {
       if (paro) {
-        comm = b.collective(p + "expert_grad_reduce_scatter", "expert_grad_reduce_scatter", O, CollectiveKind::reduce_scatter,
-                            CollectiveAlgorithm::ring, "expert_replicas", expert_params * eg, {comm});
+        comm = b.collective(gp + "expert_grad_reduce_scatter", "expert_grad_reduce_scatter", G, CollectiveKind::reduce_scatter,
+                            CollectiveAlgorithm::ring, "expert_replicas", expert_params * eg, {comm, grads_ready});
         expert_shard = expert_params / pl.replicas;
       } else {
-        comm = b.collective(p + "expert_grad_all_reduce", "expert_grad_all_reduce", O, CollectiveKind::all_reduce,
-                            CollectiveAlgorithm::ring, "expert_replicas", expert_params * eg, {comm});
+        comm = b.collective(gp + "expert_grad_all_reduce", "expert_grad_all_reduce", G, CollectiveKind::all_reduce,
+                            CollectiveAlgorithm::ring, "expert_replicas", expert_params * eg, {comm, grads_ready});
       }
       expert_grads_ready = comm;
     }
     // Shared parameters (attention, gate, norms): hierarchical all-reduce as ParO does it:
     // reduce-scatter inside the supernode, all-reduce across supernodes, all-gather inside.
-    comm = b.collective(p + "shared_grad_reduce_scatter", "shared_grad_reduce_scatter", O, CollectiveKind::reduce_scatter,
-                        CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
-    comm = b.collective(p + "shared_grad_all_reduce", "shared_grad_all_reduce", O, CollectiveKind::all_reduce,
+    comm = b.collective(gp + "shared_grad_reduce_scatter", "shared_grad_reduce_scatter", G, CollectiveKind::reduce_scatter,
+                        CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm, grads_ready});
+    comm = b.collective(gp + "shared_grad_all_reduce", "shared_grad_all_reduce", G, CollectiveKind::all_reduce,
                         CollectiveAlgorithm::ring, "across_supernodes", shared_params * 4 / K, {comm});
     const double shared_shard = paro ? shared_params / K : shared_params;
     long shared_ready = comm;
     if (!paro) {
-      comm = b.collective(p + "shared_grad_all_gather", "shared_grad_all_gather", O, CollectiveKind::all_gather,
+      comm = b.collective(gp + "shared_grad_all_gather", "shared_grad_all_gather", G, CollectiveKind::all_gather,
                           CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
       shared_ready = comm;
     }
-    adam = b.memory_after(p + "expert_adam", "expert_adam", O, Precision::fp32, adam_flops_per_param * expert_shard,
-                          adam_bytes_per_param * expert_shard, {adam, expert_grads_ready});
+    adam = b.optimizer_update(p + "expert_adam", "expert_adam", adam_flops_per_param * expert_shard,
+                              adam_bytes_per_param * expert_shard, {adam, expert_grads_ready});
     if (paro && pl.replicas > 1)
       b.collective(p + "expert_param_all_gather", "expert_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "expert_replicas", expert_params * ep, {adam});
-    adam = b.memory_after(p + "shared_adam", "shared_adam", O, Precision::fp32, adam_flops_per_param * shared_shard,
-                          adam_bytes_per_param * shared_shard, {adam, shared_ready});
+    adam = b.optimizer_update(p + "shared_adam", "shared_adam", adam_flops_per_param * shared_shard,
+                              adam_bytes_per_param * shared_shard, {adam, shared_ready});
     if (paro)
       b.collective(p + "shared_param_all_gather", "shared_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "supernode", shared_params * 4, {adam});

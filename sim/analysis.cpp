@@ -19,7 +19,11 @@ const SimulatedRank& slowest_rank(const SimResult& res) {
 }
 
 Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
-  // category index: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer
+  // Categories: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer compute,
+  // 5 optimizer comm, 6 idle. An instant goes to the first active one in kPriority: compute
+  // before communication, so that what is left of communication is the exposed part.
+  enum { kFwdCompute, kFwdComm, kBwdCompute, kBwdComm, kOptCompute, kOptComm, kIdle, kCount };
+  static constexpr int kPriority[] = {kFwdCompute, kBwdCompute, kOptCompute, kFwdComm, kBwdComm, kOptComm};
   struct Ev {
     double t;
     int cat;
@@ -29,11 +33,8 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
   double end = 0;
   for (size_t v = 0; v < r.ops.size(); ++v) {
     const Op& op = g[v];
-    int cat;
-    if (op.phase == Phase::optimizer)
-      cat = 4;
-    else
-      cat = (op.phase == Phase::forward ? 0 : 2) + (op.is_compute() ? 0 : 1);
+    const int phase_base = op.phase == Phase::forward ? kFwdCompute : op.phase == Phase::backward ? kBwdCompute : kOptCompute;
+    const int cat = phase_base + (op.is_compute() ? 0 : 1);
     const auto& t = r.ops[v];
     end = std::max(end, t.end_s);
     if (t.end_s > t.ready_s) {
@@ -42,14 +43,14 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
     }
   }
   std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t < b.t || (a.t == b.t && a.delta < b.delta); });
-  int active[5] = {0, 0, 0, 0, 0};
-  double acc[6] = {0, 0, 0, 0, 0, 0};
+  int active[kCount] = {};
+  double acc[kCount] = {};
   double now = 0;
   for (const Ev& e : ev) {
     const double dt = e.t - now;
     if (dt > 0) {
-      int cat = 5;  // idle
-      for (int c : {0, 2, 4, 1, 3})
+      int cat = kIdle;
+      for (int c : kPriority)
         if (active[c] > 0) {
           cat = c;
           break;
@@ -59,8 +60,8 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
     now = e.t;
     active[e.cat] += e.delta;
   }
-  if (end > now) acc[5] += end - now;
-  return {acc[0], acc[1], acc[2], acc[3], acc[4], acc[5]};
+  if (end > now) acc[kIdle] += end - now;
+  return {acc[kFwdCompute], acc[kFwdComm], acc[kBwdCompute], acc[kBwdComm], acc[kOptCompute] + acc[kOptComm], acc[kIdle]};
 }
 
 std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r) {

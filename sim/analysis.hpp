@@ -9,7 +9,8 @@
 namespace exasim {
 
 // Each instant of a rank's step goes to one category: compute beats communication (what is
-// left of communication is exposed); anything in the optimizer phase is "optimizer".
+// left of communication is exposed); the optimizer phase (its update and its communication)
+// is "optimizer".
 struct Breakdown {
   double forward_compute_s = 0, forward_communication_s = 0;
   double backward_compute_s = 0, backward_communication_s = 0;

@@ -5,13 +5,16 @@
 namespace exasim {
 
 CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size,
-                                       double bytes)
-    : kind_(kind), algorithm_(algorithm), n_(group_size), bytes_(bytes) {
+                                       double bytes, int block_size)
+    : kind_(kind), algorithm_(algorithm), n_(group_size), bytes_(bytes), block_(block_size) {
   if (group_size < 1) throw std::invalid_argument("collective group size must be at least 1");
   if (bytes < 0) throw std::invalid_argument("collective bytes must not be negative");
   const bool a2a = kind == CollectiveKind::all_to_all;
   if (a2a && algorithm == CollectiveAlgorithm::ring)
-    throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise or direct)");
+    throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise, direct or hierarchical)");
+  if (algorithm == CollectiveAlgorithm::hierarchical && (block_ < 1 || n_ % block_ != 0))
+    throw std::invalid_argument("hierarchical all_to_all: block size " + std::to_string(block_) +
+                                " does not divide the group size " + std::to_string(n_));
   if (!a2a && algorithm != CollectiveAlgorithm::ring)
     throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring algorithm");
   if (n_ == 1) {
@@ -22,7 +25,11 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
     case CollectiveKind::all_reduce: steps_ = 2 * (n_ - 1); break;
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_gather: steps_ = n_ - 1; break;
-    case CollectiveKind::all_to_all: steps_ = algorithm == CollectiveAlgorithm::direct ? 1 : n_ - 1; break;
+    case CollectiveKind::all_to_all:
+      if (algorithm == CollectiveAlgorithm::direct) steps_ = 1;
+      else if (algorithm == CollectiveAlgorithm::hierarchical) steps_ = (block_ - 1) + (n_ / block_ - 1);
+      else steps_ = n_ - 1;
+      break;
   }
 }
 
@@ -33,6 +40,19 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   if (kind_ != CollectiveKind::all_to_all) {  // ring: send to the next member, receive from the previous
     out.sends.push_back({(m + 1) % n_, chunk});
     out.recv_from.push_back((m + n_ - 1) % n_);
+    return;
+  }
+  if (algorithm_ == CollectiveAlgorithm::hierarchical) {
+    const int L = block_, D = n_ / L, b = m / L, j = m % L;
+    if (k < L - 1) {  // inside the block: the D chunks bound for offset j + d of every block
+      const int d = k + 1;
+      out.sends.push_back({b * L + (j + d) % L, chunk * D});
+      out.recv_from.push_back(b * L + (j + L - d) % L);
+    } else {  // across blocks, same offset: the L chunks bound for block b + d
+      const int d = k - (L - 1) + 1;
+      out.sends.push_back({((b + d) % D) * L + j, chunk * L});
+      out.recv_from.push_back(((b + D - d) % D) * L + j);
+    }
     return;
   }
   if (algorithm_ == CollectiveAlgorithm::pairwise) {  // step k exchanges with distance k+1
@@ -53,6 +73,10 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
   const double chunk = bytes_ / n_;
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct)
     return alpha_s + (n_ - 1) * chunk / beta_Bps;  // the sender's link carries n-1 chunks at once
+  if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::hierarchical) {
+    const int L = block_, D = n_ / L;
+    return (L - 1) * (alpha_s + D * chunk / beta_Bps) + (D - 1) * (alpha_s + L * chunk / beta_Bps);
+  }
   return steps_ * (alpha_s + chunk / beta_Bps);
 }
 

@@ -1,6 +1,15 @@
 // Collective algorithms: a collective among n members becomes, for each member, a
 // sequence of steps of point-to-point flows. Step k of a member may start when its
 // step k-1 sends are done and its step k-1 receives have arrived (sendrecv semantics).
+//
+// Algorithms (bytes = B, group size n, chunk = B / n):
+//  * ring (all-reduce 2(n-1) steps, reduce-scatter and all-gather n-1): one chunk to the next member;
+//  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
+//  * direct all-to-all, one step: every chunk at once;
+//  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise
+//    steps inside the block, each carrying the D chunks bound for the peer's offset in every
+//    block, then D-1 pairwise steps among the members at the same offset of every block, each
+//    carrying the L chunks bound for that block.
 #pragma once
 #include <stdexcept>
 #include <vector>
@@ -21,7 +30,9 @@ struct CollectiveStep {
 class CollectiveSchedule {
  public:
   // Throws std::invalid_argument for a kind/algorithm pair that does not exist.
-  CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size, double bytes);
+  // block_size: local members per block (hierarchical only; must divide group_size).
+  CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size, double bytes,
+                     int block_size = 1);
 
   int step_count() const { return steps_; }
   int group_size() const { return n_; }
@@ -36,6 +47,7 @@ class CollectiveSchedule {
   CollectiveAlgorithm algorithm_;
   int n_;
   double bytes_;
+  int block_ = 1;  // L
   int steps_ = 0;
 };
 

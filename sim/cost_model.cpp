@@ -9,6 +9,8 @@ namespace exasim {
 RooflineCostModel::RooflineCostModel(DeviceProfile d) : device_(std::move(d)) {
   if (device_.memory_bandwidth_Bps <= 0)
     throw std::invalid_argument("device '" + device_.name + "': memory_bandwidth_Bps must be positive");
+  if (device_.optimizer_memory_bandwidth_Bps <= 0)
+    throw std::invalid_argument("device '" + device_.name + "': optimizer_memory_bandwidth_Bps must be positive");
 }
 
 double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
@@ -25,7 +27,9 @@ double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
     eff = e->second;
   }
   const double t_flops = w.flops / (peak_it->second * eff);
-  const double t_bytes = w.bytes / device_.memory_bandwidth_Bps;
+  const double bandwidth_Bps = w.kernel == KernelClass::optimizer_update ? device_.optimizer_memory_bandwidth_Bps
+                                                                         : device_.memory_bandwidth_Bps;
+  const double t_bytes = w.bytes / bandwidth_Bps;
   return std::max(t_flops, t_bytes);
 }
 

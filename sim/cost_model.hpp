@@ -21,10 +21,11 @@ struct DeviceProfile {
   std::map<Precision, double> peak_flops_per_s;       // whole node
   std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
   double memory_bandwidth_Bps = 0;                    // achieved, for memory-bound kernels
+  double optimizer_memory_bandwidth_Bps = 0;          // achieved by the optimizer update
 };
 
 // time = max(flops / (peak * efficiency), bytes / bandwidth); memory-bound kernels run
-// their flops at peak (they are limited by bytes).
+// their flops at peak (they are limited by bytes). The optimizer update uses its own bandwidth.
 class RooflineCostModel final : public CostModel {
  public:
   explicit RooflineCostModel(DeviceProfile d);

@@ -296,7 +296,7 @@ void Replay::expand_collective_exhaustive(OpId v, const CollectiveWork& c, const
   std::map<int, CollectiveSchedule> schedules;  // by group size
   auto schedule_for = [&](int n) -> const CollectiveSchedule& {
     auto it = schedules.find(n);
-    if (it == schedules.end()) it = schedules.emplace(n, CollectiveSchedule(c.kind, c.algorithm, n, c.bytes)).first;
+    if (it == schedules.end()) it = schedules.emplace(n, CollectiveSchedule(c.kind, c.algorithm, n, c.bytes, gt.block_size)).first;
     return it->second;
   };
   CollectiveStep st;
@@ -374,7 +374,7 @@ void Replay::expand_collective_folded(OpId v, const CollectiveWork& c, const std
     const int g = gt.group_of_rank.at(r);
     if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
     const auto& members = gt.members[g];
-    const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), c.bytes);
+    const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), c.bytes, gt.block_size);
     const int m = gt.index_in_group[r];
     const int src_node = w_.node_of_rank[r];
     int prev = ready[s];

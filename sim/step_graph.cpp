@@ -18,7 +18,14 @@ const char* to_string(Precision p) {
   }
   return "?";
 }
-const char* to_string(KernelClass k) { return k == KernelClass::gemm ? "gemm" : "memory_bound"; }
+const char* to_string(KernelClass k) {
+  switch (k) {
+    case KernelClass::gemm: return "gemm";
+    case KernelClass::memory_bound: return "memory_bound";
+    case KernelClass::optimizer_update: return "optimizer_update";
+  }
+  return "?";
+}
 const char* to_string(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::all_reduce: return "all_reduce";
@@ -33,6 +40,7 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::ring: return "ring";
     case CollectiveAlgorithm::pairwise: return "pairwise";
     case CollectiveAlgorithm::direct: return "direct";
+    case CollectiveAlgorithm::hierarchical: return "hierarchical";
   }
   return "?";
 }

@@ -12,9 +12,14 @@ namespace exasim {
 enum class Phase { forward, backward, optimizer };
 enum class Precision { fp64, fp32, fp16 };
 // Kernel classes the cost model distinguishes.
-enum class KernelClass { gemm, memory_bound };
+// optimizer_update: the optimizer's element-wise pass over the parameter buffers, memory-bound
+// like memory_bound but costed with its own bandwidth (on Sunway it is not one of the layer
+// kernels that BaGuaLu rewrote for rearranged DMA).
+enum class KernelClass { gemm, memory_bound, optimizer_update };
 enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all };
-enum class CollectiveAlgorithm { ring, pairwise, direct };
+// hierarchical (all-to-all): a pairwise exchange inside each block of local members, then a
+// pairwise exchange among members at the same offset of every block (see collectives.hpp).
+enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical };
 
 const char* to_string(Phase p);
 const char* to_string(Precision p);

@@ -13,6 +13,9 @@ struct GroupTable {
   std::vector<std::vector<int>> members;  // per group: ranks in member order
   std::vector<int> group_of_rank;         // per rank: its group, -1 if none
   std::vector<int> index_in_group;        // per rank: its member index, -1 if none
+  // Members [b * block_size, (b + 1) * block_size) of every group are local to each other (they
+  // share the machine's inner level, e.g. a supernode): hierarchical collectives use it.
+  int block_size = 1;
   // Builds the per-rank lookups from `members`.
   void index(int rank_count);
 };

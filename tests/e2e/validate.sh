@@ -7,7 +7,11 @@ python3 - "$out" <<'PY'
 import json, sys
 rows = json.loads(sys.argv[1])
 bag = [r for r in rows if r["case"].startswith("bagualu")]
-assert len([r for r in bag if r["figure"] != "moda/inverse"]) == 18, len(bag)
+assert len([r for r in bag if r["unit"] == "PFLOPS"]) == 18, len(bag)
+eff = [r for r in bag if r["unit"] == "percent"]
+assert sorted(r["figure"] for r in eff) == ["fp32 efficiency", "mixed efficiency"], eff
+for r in eff:
+    assert abs(r["error_points"] - (r["predicted"] - r["published"])) < 1e-9, r
 for r in rows:
     assert set(["case", "figure", "predicted", "published", "error_pct", "role"]) <= set(r), r
     assert r["role"] in ("predicted", "fitted", "not expressible"), r

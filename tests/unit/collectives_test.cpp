@@ -45,7 +45,7 @@ constexpr double kL = 2e-6;   // s per link
 
 // A workload of n ranks (rank r on node r, all of class 0) whose step is one collective
 // over the role "all" that holds every rank.
-Workload one_collective(int n, CollectiveKind kind, CollectiveAlgorithm algo, double bytes) {
+Workload one_collective(int n, CollectiveKind kind, CollectiveAlgorithm algo, double bytes, int block_size = 1) {
   Workload w;
   w.rank_count = n;
   GroupTable all;
@@ -56,6 +56,7 @@ Workload one_collective(int n, CollectiveKind kind, CollectiveAlgorithm algo, do
     w.class_of_rank.push_back(0);
   }
   all.index(n);
+  all.block_size = block_size;
   w.groups["all"] = all;
   add_op(w.graph, Op{"coll", "coll", Phase::forward, CollectiveWork{kind, algo, "all", bytes}}, {});
   return w;
@@ -67,20 +68,21 @@ RooflineCostModel test_cost_model() {
   d.peak_flops_per_s = {{Precision::fp32, 2e12}, {Precision::fp16, 8e12}};
   d.gemm_efficiency = {{Precision::fp32, 0.8}, {Precision::fp16, 0.5}};
   d.memory_bandwidth_Bps = 100e9;
+  d.optimizer_memory_bandwidth_Bps = 100e9;
   return RooflineCostModel(d);
 }
 
 // Simulates one collective of `bytes` among n ranks on the star and compares with the
 // schedule's alpha-beta time (alpha = two links' latency, beta = B).
-void check_against_closed_form(int n, CollectiveKind kind, CollectiveAlgorithm algo, Fidelity fid) {
+void check_against_closed_form(int n, CollectiveKind kind, CollectiveAlgorithm algo, Fidelity fid, int block_size = 1) {
   const double bytes = 8.0 * 1024 * 1024 * n;  // divisible by n: whole-byte chunks
-  const Workload w = one_collective(n, kind, algo, bytes);
+  const Workload w = one_collective(n, kind, algo, bytes, block_size);
   const StarNetwork net(n, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   EngineOptions opt;
   opt.fidelity = fid;
   const SimResult res = simulate(w, net, cost, opt);
-  const double expected = CollectiveSchedule(kind, algo, n, bytes).alpha_beta_time_s(2 * kL, kB);
+  const double expected = CollectiveSchedule(kind, algo, n, bytes, block_size).alpha_beta_time_s(2 * kL, kB);
   INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
   CHECK(expected > 0);
   CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
@@ -133,6 +135,52 @@ TEST_CASE("collectives: ring reduce_scatter and all_gather take n-1 steps") {
   CHECK(st.sends[0].bytes == doctest::Approx(100));
   REQUIRE(st.recv_from.size() == 1);
   CHECK(st.recv_from[0] == 3);
+}
+
+TEST_CASE("collectives: hierarchical all_to_all of 6 in blocks of 3, by hand") {
+  // Member 4 is offset 1 of block 1 (members 3, 4, 5); blocks: {0, 1, 2} and {3, 4, 5}.
+  const double bytes = 600, chunk = 100;
+  const CollectiveSchedule s(CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, 6, bytes, 3);
+  CHECK(s.step_count() == 3);  // (3 - 1) inside + (2 - 1) across
+  CollectiveStep st;
+  s.step(4, 0, st);  // inside: to offset 2, the 2 chunks bound for offset 2 of both blocks
+  REQUIRE(st.sends.size() == 1);
+  CHECK(st.sends[0].peer == 5);
+  CHECK(st.sends[0].bytes == doctest::Approx(2 * chunk));
+  CHECK(st.recv_from == std::vector<int>{3});
+  s.step(4, 1, st);
+  CHECK(st.sends[0].peer == 3);
+  CHECK(st.recv_from == std::vector<int>{5});
+  s.step(4, 2, st);  // across: to offset 1 of block 0, the 3 chunks bound for that block
+  CHECK(st.sends[0].peer == 1);
+  CHECK(st.sends[0].bytes == doctest::Approx(3 * chunk));
+  CHECK(st.recv_from == std::vector<int>{1});
+  // alpha-beta: 2 steps of (a + 2 chunks / B) and 1 step of (a + 3 chunks / B).
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(2 * (1e-6 + 200 / 1e9) + (1e-6 + 300 / 1e9)));
+  // Every (source, destination) piece reaches its destination: follow the two hops.
+  for (int src = 0; src < 6; ++src)
+    for (int dst = 0; dst < 6; ++dst) {
+      if (src == dst) continue;
+      // Hop 1 (inside the source's block) to the member at the destination's offset.
+      const int via = (src / 3) * 3 + dst % 3;
+      bool hop1 = via == src;
+      for (int k = 0; k < 2 && !hop1; ++k) {
+        s.step(src, k, st);
+        hop1 = st.sends[0].peer == via;
+      }
+      bool hop2 = via == dst;
+      for (int k = 2; k < 3 && !hop2; ++k) {
+        s.step(via, k, st);
+        hop2 = st.sends[0].peer == dst;
+      }
+      INFO("piece ", src, " -> ", dst);
+      CHECK(hop1);
+      CHECK(hop2);
+    }
+  // Blocks that do not divide the group are refused; block 1 is the pairwise exchange.
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, 6, bytes, 4),
+                  std::invalid_argument);
+  CHECK(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, 6, bytes, 1).step_count() == 5);
 }
 
 TEST_CASE("collectives: pairwise all_to_all step k sends to distance k+1") {
@@ -238,6 +286,14 @@ TEST_CASE("collectives sim: exhaustive direct all_to_all of 8 matches the closed
   check_against_closed_form(8, CollectiveKind::all_to_all, CollectiveAlgorithm::direct, Fidelity::exhaustive);
 }
 
+TEST_CASE("collectives sim: exhaustive hierarchical all_to_all of 12 in blocks of 4 matches the closed form") {
+  check_against_closed_form(12, CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, Fidelity::exhaustive, 4);
+}
+
+TEST_CASE("collectives sim: folded hierarchical all_to_all of 12 in blocks of 4 matches the closed form") {
+  check_against_closed_form(12, CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, Fidelity::folded, 4);
+}
+
 TEST_CASE("collectives sim: folded ring all_reduce of 8 matches the closed form") {
   check_against_closed_form(8, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, Fidelity::folded);
 }
@@ -260,16 +316,26 @@ TEST_CASE("cost model: roofline time is the max of the flops and bytes bounds") 
   // Memory-bound: flops at full peak (no efficiency), bytes / bandwidth.
   CHECK(cost.compute_time_s({KernelClass::memory_bound, Precision::fp32, 2e12, 0}) == doctest::Approx(1.0));
   CHECK(cost.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e3, 50e9}) == doctest::Approx(0.5));
+  // The optimizer update uses its own bandwidth.
+  DeviceProfile slow_opt = cost.device();
+  slow_opt.optimizer_memory_bandwidth_Bps = 25e9;
+  const RooflineCostModel with_slow_opt(slow_opt);
+  CHECK(with_slow_opt.compute_time_s({KernelClass::optimizer_update, Precision::fp32, 1e3, 50e9}) == doctest::Approx(2.0));
+  CHECK(with_slow_opt.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e3, 50e9}) == doctest::Approx(0.5));
   // No peak (fp64 missing) or no GEMM efficiency throws.
   CHECK_THROWS_AS(cost.compute_time_s({KernelClass::gemm, Precision::fp64, 1, 0}), std::invalid_argument);
   DeviceProfile d;
   d.name = "no-eff";
   d.peak_flops_per_s = {{Precision::fp32, 1e12}};
   d.memory_bandwidth_Bps = 1e9;
+  d.optimizer_memory_bandwidth_Bps = 1e9;
   const RooflineCostModel no_eff(d);
   CHECK_THROWS_AS(no_eff.compute_time_s({KernelClass::gemm, Precision::fp32, 1, 0}), std::invalid_argument);
   CHECK(no_eff.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e12, 0}) == doctest::Approx(1.0));
   d.memory_bandwidth_Bps = 0;
+  CHECK_THROWS_AS(RooflineCostModel{d}, std::invalid_argument);
+  d.memory_bandwidth_Bps = 1e9;
+  d.optimizer_memory_bandwidth_Bps = 0;
   CHECK_THROWS_AS(RooflineCostModel{d}, std::invalid_argument);
 }
 

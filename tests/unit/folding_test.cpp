@@ -41,6 +41,7 @@ MachineSpec oceanlight_16(int supernodes) {
   m.peak_flops_per_s = {{Precision::fp64, 14.03e12}, {Precision::fp32, 14.03e12}, {Precision::fp16, 55.3e12}};
   m.gemm_efficiency = {{Precision::fp64, 0.892}, {Precision::fp32, 0.892}, {Precision::fp16, 0.858}};
   m.memory_bandwidth_Bps = 240.2e9;
+  m.optimizer_memory_bandwidth_Bps = 45.3e9;
   m.memory_bytes = 96e9;
   m.noc_Bps = 240.2e9;
   m.upper_level_bandwidth_ratio = 0.1875;
@@ -131,12 +132,7 @@ Child start_child(const Scenario& s, Fidelity fid) {
       const MoeWorkload mw = build_moe_workload(s.model, s.training, s.plan, s.machine.nodes_per_supernode,
                                                 s.machine.memory_bytes);
       const SunwayNetwork net(s.machine, Precision::fp32);
-      DeviceProfile d;
-      d.name = s.machine.name;
-      d.peak_flops_per_s = s.machine.peak_flops_per_s;
-      d.gemm_efficiency = s.machine.gemm_efficiency;
-      d.memory_bandwidth_Bps = s.machine.memory_bandwidth_Bps;
-      const RooflineCostModel cost(d);
+      const RooflineCostModel cost(device_profile_of(s.machine));
       const SimResult res = simulate(mw.workload, net, cost, EngineOptions{fid});
       r.step_time_s = res.step_time_s;
       r.simulated_ranks = res.stats.simulated_ranks;
@@ -248,6 +244,16 @@ TEST_CASE("folding: moda with one replica and direct all_to_all matches exhausti
 TEST_CASE("folding: moda 256 nodes matches exhaustive") {
   // 16 supernodes, 32 experts, 8 replicas.
   compare_fidelities(scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise));
+}
+
+TEST_CASE("folding: moda 256 nodes with the hierarchical all_to_all matches exhaustive") {
+  // MoE groups of 32: 2 members in each of the 16 supernodes (blocks of 2).
+  compare_fidelities(scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::hierarchical));
+}
+
+TEST_CASE("folding: one replica per expert with the hierarchical all_to_all matches exhaustive") {
+  // 64 experts on 64 nodes: MoE group of 64 in 4 blocks of 16 (the 174T pattern, small).
+  compare_fidelities(scenario(64, 64, Layout::moda, false, CollectiveAlgorithm::hierarchical));
 }
 
 TEST_CASE("folding: a folded run is deterministic") {

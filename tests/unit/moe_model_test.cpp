@@ -76,8 +76,9 @@ std::map<std::string, int> count_by_label(const StepGraph& g) {
 TEST_CASE("moe model: op counts of the tiny model with ParO") {
   const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
   const StepGraph& g = mw.workload.graph;
-  // per layer: 15 forward + 15 backward + 7 optimizer (expert RS, shared RS, shared AR,
-  // expert adam, expert param AG, shared adam, shared param AG)
+  // per layer: 15 forward + 15 backward + 3 gradient reductions, counted as backward (expert
+  // RS, shared RS, shared AR) + 4 optimizer (expert adam, expert param AG, shared adam,
+  // shared param AG)
   CHECK(boost::num_vertices(g) == 2 * (15 + 15 + 7));
   int compute = 0, collective = 0, fwd = 0, bwd = 0, opt = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
@@ -87,8 +88,8 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
     if (g[v].phase == Phase::optimizer) opt++;
   }
   CHECK(fwd == 30);
-  CHECK(bwd == 30);
-  CHECK(opt == 14);
+  CHECK(bwd == 36);
+  CHECK(opt == 8);
   CHECK(collective == 2 * (2 + 2 + 5));  // dispatch+combine fwd and bwd; 5 in the optimizer
   CHECK(compute == 74 - collective);
   const auto labels = count_by_label(g);
@@ -142,7 +143,7 @@ TEST_CASE("moe model: FLOP counts match the GEMM formulas") {
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
       all += c->flops;
       if (c->kernel == KernelClass::gemm && g[v].phase != Phase::optimizer) gemm_fb += c->flops;
-      if (c->kernel == KernelClass::memory_bound) memory_bound += c->flops;
+      if (c->kernel != KernelClass::gemm) memory_bound += c->flops;  // layer kernels and the optimizer update
       if (g[v].phase == Phase::optimizer) optimizer += c->flops;
     }
   CHECK(mw.executed_flops_per_rank == all);
@@ -182,6 +183,11 @@ TEST_CASE("moe model: MoDa placement") {
   const GroupTable& across = w.groups.at("across_supernodes");
   CHECK(across.group_of_rank == std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3});
   CHECK(across.index_in_group == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
+  // Supernode blocks of each group, for hierarchical collectives: MoE group {0, 2 | 4, 6}.
+  CHECK(moe.block_size == 2);
+  CHECK(w.groups.at("expert_replicas").block_size == 2);
+  CHECK(w.groups.at("supernode").block_size == 4);
+  CHECK(across.block_size == 1);
 }
 
 TEST_CASE("moe model: inverse placement") {
@@ -200,6 +206,8 @@ TEST_CASE("moe model: inverse placement") {
   const GroupTable& rep = w.groups.at("expert_replicas");
   CHECK(rep.group_of_rank == std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3});
   CHECK(rep.index_in_group == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
+  CHECK(w.groups.at("moe").block_size == 4);  // the whole group sits in one supernode
+  CHECK(rep.block_size == 1);
 }
 
 TEST_CASE("moe model: placement rejects plans that do not tile") {
@@ -279,13 +287,8 @@ bool runs_after(const StepGraph& g, OpId from, OpId to) {
 
 }  // namespace
 
-// BUG (models/moe_transformer.cpp, build_moe_workload): expert_adam and shared_adam take a
-// single predecessor, std::max(adam, expert_grads_ready) / std::max(adam, shared_ready), i.e.
-// the one with the larger op id, as if that one ran after the other. It does not: shared_adam
-// (after the same layer's expert_adam, which is added later than shared_grad_all_reduce)
-// therefore no longer waits for the shared gradients' reduction, and expert_adam of layer l
-// no longer waits for layer l+1's shared_adam. (`after_shared` is built and never used.)
-// The fix: give both ops both predecessors. These two tests fail until then.
+// The Adam ops have two predecessors each (the previous update and their own reduced
+// gradients); these tests hold both edges.
 TEST_CASE("moe model: shared Adam waits for the shared gradient reduction") {
   for (bool paro : {true, false}) {
     CAPTURE(paro);
@@ -298,15 +301,37 @@ TEST_CASE("moe model: shared Adam waits for the shared gradient reduction") {
       const std::string p = "L" + std::to_string(l) + ".opt.";
       const OpId expert_adam = op_named(g, p + "expert_adam");
       const OpId shared_adam = op_named(g, p + "shared_adam");
-      const OpId expert_grads = op_named(g, p + (paro ? "expert_grad_reduce_scatter" : "expert_grad_all_reduce"));
-      const OpId shared_grads = op_named(g, p + (paro ? "shared_grad_all_reduce" : "shared_grad_all_gather"));
+      const std::string gp = "L" + std::to_string(l) + ".grad.";
+      const OpId expert_grads = op_named(g, gp + (paro ? "expert_grad_reduce_scatter" : "expert_grad_all_reduce"));
+      const OpId shared_grads = op_named(g, gp + (paro ? "shared_grad_all_reduce" : "shared_grad_all_gather"));
       CHECK(runs_after(g, backward_done, expert_adam));
       CHECK(runs_after(g, expert_grads, expert_adam));
       // Adam on the shared parameters needs the reduced shared gradients.
       CHECK(runs_after(g, shared_grads, shared_adam));
-      CHECK(runs_after(g, op_named(g, p + "shared_grad_reduce_scatter"), shared_adam));
+      CHECK(runs_after(g, op_named(g, gp + "shared_grad_reduce_scatter"), shared_adam));
       if (paro) CHECK(runs_after(g, shared_grads, op_named(g, p + "shared_param_all_gather")));
     }
+  }
+}
+
+TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or overlap it") {
+  TrainingSpec t = tiny_training();
+  for (GradSync sync : {GradSync::after_backward, GradSync::overlap}) {
+    CAPTURE(to_string(sync));
+    t.grad_sync = sync;
+    const MoeWorkload mw = build_moe_workload(tiny_model(), t, tiny_plan(), kMachineNps, kBigMemory);
+    const StepGraph& g = mw.workload.graph;
+    // Layer 1's backward ends first; layer 0's ends the backward pass.
+    const OpId l1_backward = op_named(g, "L1.bwd.attn_layernorm");
+    const OpId backward_done = op_named(g, "L0.bwd.attn_layernorm");
+    const OpId l1_reduce = op_named(g, "L1.grad.expert_grad_reduce_scatter");
+    CHECK(runs_after(g, l1_backward, l1_reduce));
+    CHECK(runs_after(g, backward_done, l1_reduce) == (sync == GradSync::after_backward));
+    // Gradient reductions are backward communication; the update is the optimizer's either way.
+    CHECK(g[l1_reduce].phase == Phase::backward);
+    CHECK(runs_after(g, backward_done, op_named(g, "L1.opt.expert_adam")));
+    CHECK(g[op_named(g, "L1.opt.expert_adam")].phase == Phase::optimizer);
+    CHECK(std::get<ComputeWork>(g[op_named(g, "L1.opt.expert_adam")].work).kernel == KernelClass::optimizer_update);
   }
 }
 

@@ -29,6 +29,7 @@ json valid_scenario() {
       "peak_flops_per_s": {"fp64": 14.0e12, "fp32": 14.0e12, "fp16": 55.0e12},
       "gemm_efficiency": {"fp32": 0.8, "fp16": 0.7},
       "memory_bandwidth_Bps": 249.0e9,
+      "optimizer_memory_bandwidth_Bps": 45.0e9,
       "memory_bytes": 96.0e9,
       "noc_Bps": 200.0e9,
       "upper_level_bandwidth_ratio": 0.1875,
@@ -85,6 +86,7 @@ TEST_CASE("scenario: a valid inline scenario parses with its values and defaults
   CHECK(s.machine.gemm_efficiency.at(exasim::Precision::fp32) == doctest::Approx(0.8));
   CHECK(s.machine.gemm_efficiency.count(exasim::Precision::fp64) == 0);
   CHECK(s.machine.memory_bandwidth_Bps == doctest::Approx(249.0e9));
+  CHECK(s.machine.optimizer_memory_bandwidth_Bps == doctest::Approx(45.0e9));
   CHECK(s.machine.memory_bytes == doctest::Approx(96.0e9));
   CHECK(s.machine.noc_Bps == doctest::Approx(200.0e9));
   CHECK(s.machine.upper_level_bandwidth_ratio == doctest::Approx(0.1875));
@@ -393,6 +395,31 @@ TEST_CASE("scenario error: annotated value with an unknown key") {
   CHECK(c.thrown);
   CHECK(c.path == "/training/seq_len/note");
   CHECK(contains(c.message, "unknown key (expected one of: value, assumption, source, fitted_on)"));
+}
+
+TEST_CASE("scenario: an annotated choice is parsed and recorded as an assumption") {
+  json j = valid_scenario();
+  j["plan"]["all_to_all"] = {{"value", "direct"}, {"assumption", "posts all sends at once"}};
+  const exasim::Scenario s = parse_scenario(j.dump(), "t.json");
+  CHECK(s.plan.all_to_all == exasim::CollectiveAlgorithm::direct);
+  bool recorded = false;
+  for (const auto& a : s.annotations)
+    if (a.json_path == "/plan/all_to_all") {
+      recorded = true;
+      CHECK(a.kind == "assumption");
+      CHECK(a.value == "direct");
+      CHECK(a.reason == "posts all sends at once");
+    }
+  CHECK(recorded);
+}
+
+TEST_CASE("scenario error: annotated choice not in the list") {
+  json j = valid_scenario();
+  j["plan"]["all_to_all"] = {{"value", "bruck"}, {"assumption", "a"}};
+  const Caught c = error_of(j);
+  CHECK(c.thrown);
+  CHECK(c.path == "/plan/all_to_all/value");
+  CHECK(contains(c.message, "expected one of \"pairwise\", \"direct\", \"hierarchical\", got \"bruck\""));
 }
 
 TEST_CASE("scenario error: annotated integer with a fractional value") {

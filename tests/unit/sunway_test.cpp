@@ -33,6 +33,7 @@ MachineSpec small_machine() {
   m.peak_flops_per_s = {{Precision::fp32, 12e12}, {Precision::fp16, 48e12}};
   m.gemm_efficiency = {{Precision::fp32, 0.9}, {Precision::fp16, 0.8}};
   m.memory_bandwidth_Bps = 240e9;
+  m.optimizer_memory_bandwidth_Bps = 45.3e9;
   m.memory_bytes = 96e9;
   m.noc_Bps = kNoc;
   m.upper_level_bandwidth_ratio = kRatio;
@@ -47,14 +48,7 @@ std::vector<LinkRef> path_of(const Network& net, int a, int b) {
   return p;
 }
 
-RooflineCostModel cost_model_of(const MachineSpec& m) {
-  DeviceProfile d;
-  d.name = m.name;
-  d.peak_flops_per_s = m.peak_flops_per_s;
-  d.gemm_efficiency = m.gemm_efficiency;
-  d.memory_bandwidth_Bps = m.memory_bandwidth_Bps;
-  return RooflineCostModel(d);
-}
+RooflineCostModel cost_model_of(const MachineSpec& m) { return RooflineCostModel(device_profile_of(m)); }
 
 // One ring all_reduce of `bytes` between two ranks on nodes a and b, simulated exhaustively,
 // against 2(n-1) steps of (path latency + chunk / bottleneck bandwidth).
