@@ -10,7 +10,9 @@
 // list: every completion costs time linear in the number of live activities. Pure delays
 // therefore do not become SimGrid activities: a flow's extra latency, and a compute task
 // when a rank's compute tasks never overlap (then nothing shares its compute units and
-// the task lasts exactly its cost), are kernel timers, which live in a heap.
+// the task lasts exactly its cost), are kernel timers, which live in a heap. The comms
+// remain; their list's nodes are kept in a compact arena (see node_arena.hpp) so that the
+// walk runs from cache.
 //
 // Fidelity:
 //  * exhaustive: every rank is simulated; every flow goes from its source node to its real
@@ -37,6 +39,7 @@
 #include <variant>
 
 #include "sim/collectives.hpp"
+#include "sim/node_arena.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -103,6 +106,7 @@ class Replay {
   void part_done(int t);
   void complete(int t);
   void drain();
+  void drain_soon();
 
   const Workload& w_;
   const Network& net_;
@@ -131,6 +135,7 @@ class Replay {
   std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> live_;
   std::vector<sg4::ActivityPtr> finished_;
   std::vector<int> ready_queue_;
+  bool drain_pending_ = false;
   SimStats stats_;
 };
 
@@ -573,8 +578,22 @@ void Replay::part_done(int t) {
   }
   if (--task.parts == 0) {
     complete(t);
-    drain();
+    drain_soon();
   }
+}
+
+// Launches the ready tasks once SimGrid has handled every completion of this instant,
+// from a timer at the current date (so nothing starts later than it would have). SimGrid
+// walks all live comms at each completion (see the top of this file); in a ring step
+// whose flows all end at once, launching the next step's flows only after the batch keeps
+// them out of the list while the rest of the batch completes.
+void Replay::drain_soon() {
+  if (drain_pending_) return;
+  drain_pending_ = true;
+  simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock(), [this]() {
+    drain_pending_ = false;
+    drain();
+  });
 }
 
 void Replay::complete(int t) {
@@ -596,6 +615,7 @@ SimResult Replay::run() {
   choose_ranks();
   build();
 
+  const NodeArenaScope arena;  // must cover every SimGrid activity's creation
   int argc = 2;
   char arg0[] = "exasim";
   char arg1[] = "--log=root.thresh:warning";
