@@ -626,6 +626,11 @@ SimResult Replay::run() {
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/TCP-gamma:0");
   sg4::Engine::set_config("network/crosstraffic:0");
+  // Full rather than the default Lazy update: each completion already costs time linear in
+  // the live comms (see the top of this file), so Full's per-step pass over them is cheap,
+  // and it skips Lazy's action heap. moda-1024 exhaustive: 47 s with Lazy, 35 s with Full
+  // (39.9 s with Full and selective update). Both solve the same max-min sharing.
+  sg4::Engine::set_config("network/optim:Full");
   build_platform();
 
   sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
