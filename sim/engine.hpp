@@ -32,8 +32,9 @@ struct SimulatedRank {
 struct SimStats {
   long simulated_ranks = 0;
   long flows = 0;          // SimGrid communications
-  long compute_activities = 0;
-  long delay_activities = 0;
+  long compute_activities = 0;  // one SimGrid exec per compute unit, or one timer per task
+                                // when a rank's compute ops form a chain (see engine.cpp)
+  long delay_activities = 0;    // flow latency delays (kernel timers)
   long links = 0;
   long hosts = 0;
   long routes = 0;
