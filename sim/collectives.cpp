@@ -13,16 +13,21 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
   if (a2a && algorithm == CollectiveAlgorithm::ring)
     throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise, direct or hierarchical)");
   if (algorithm == CollectiveAlgorithm::hierarchical && (block_ < 1 || n_ % block_ != 0))
-    throw std::invalid_argument("hierarchical all_to_all: block size " + std::to_string(block_) +
+    throw std::invalid_argument(std::string("hierarchical ") + to_string(kind) + ": block size " + std::to_string(block_) +
                                 " does not divide the group size " + std::to_string(n_));
-  if (!a2a && algorithm != CollectiveAlgorithm::ring)
-    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring algorithm");
+  const bool hierarchical_all_reduce =
+      kind == CollectiveKind::all_reduce && algorithm == CollectiveAlgorithm::hierarchical;
+  if (!a2a && algorithm != CollectiveAlgorithm::ring && !hierarchical_all_reduce)
+    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring algorithm" +
+                                (kind == CollectiveKind::all_reduce ? " and hierarchical" : ""));
   if (n_ == 1) {
     steps_ = 0;
     return;
   }
   switch (kind) {
-    case CollectiveKind::all_reduce: steps_ = 2 * (n_ - 1); break;
+    case CollectiveKind::all_reduce:
+      steps_ = algorithm == CollectiveAlgorithm::hierarchical ? 2 * (block_ - 1) + 2 * (n_ / block_ - 1) : 2 * (n_ - 1);
+      break;
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_gather: steps_ = n_ - 1; break;
     case CollectiveKind::all_to_all:
@@ -37,6 +42,17 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   out.sends.clear();
   out.recv_from.clear();
   const double chunk = bytes_ / n_;
+  if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
+    const int L = block_, D = n_ / L, b = m / L, j = m % L;
+    if (k < L - 1 || k >= L - 1 + 2 * (D - 1)) {  // reduce-scatter, later all-gather, inside the block
+      out.sends.push_back({b * L + (j + 1) % L, bytes_ / L});
+      out.recv_from.push_back(b * L + (j + L - 1) % L);
+    } else {  // ring all-reduce of the block's 1/L share among the same offset of every block
+      out.sends.push_back({((b + 1) % D) * L + j, bytes_ / L / D});
+      out.recv_from.push_back(((b + D - 1) % D) * L + j);
+    }
+    return;
+  }
   if (kind_ != CollectiveKind::all_to_all) {  // ring: send to the next member, receive from the previous
     out.sends.push_back({(m + 1) % n_, chunk});
     out.recv_from.push_back((m + n_ - 1) % n_);
@@ -73,6 +89,10 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
   const double chunk = bytes_ / n_;
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct)
     return alpha_s + (n_ - 1) * chunk / beta_Bps;  // the sender's link carries n-1 chunks at once
+  if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
+    const int L = block_, D = n_ / L;
+    return 2 * (L - 1) * (alpha_s + bytes_ / L / beta_Bps) + 2 * (D - 1) * (alpha_s + bytes_ / L / D / beta_Bps);
+  }
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::hierarchical) {
     const int L = block_, D = n_ / L;
     return (L - 1) * (alpha_s + D * chunk / beta_Bps) + (D - 1) * (alpha_s + L * chunk / beta_Bps);

@@ -4,6 +4,10 @@
 //
 // Algorithms (bytes = B, group size n, chunk = B / n):
 //  * ring (all-reduce 2(n-1) steps, reduce-scatter and all-gather n-1): one chunk to the next member;
+//  * hierarchical all-reduce over blocks of L local members (D = n / L blocks): ring
+//    reduce-scatter inside the block (L-1 steps of B / L), ring all-reduce of that 1/L share
+//    among the members at the same offset of every block (2(D-1) steps of B / (L D)), ring
+//    all-gather inside the block (L-1 steps of B / L);
 //  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
 //  * direct all-to-all, one step: every chunk at once;
 //  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise

@@ -17,8 +17,8 @@ enum class Precision { fp64, fp32, fp16 };
 // kernels that BaGuaLu rewrote for rearranged DMA).
 enum class KernelClass { gemm, memory_bound, optimizer_update };
 enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all };
-// hierarchical (all-to-all): a pairwise exchange inside each block of local members, then a
-// pairwise exchange among members at the same offset of every block (see collectives.hpp).
+// hierarchical (all-to-all and all-reduce): a first level inside each block of local members,
+// a second among the members at the same offset of every block (see collectives.hpp).
 enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical };
 
 const char* to_string(Phase p);

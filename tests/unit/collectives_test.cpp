@@ -183,6 +183,31 @@ TEST_CASE("collectives: hierarchical all_to_all of 6 in blocks of 3, by hand") {
   CHECK(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, 6, bytes, 1).step_count() == 5);
 }
 
+TEST_CASE("collectives: hierarchical all_reduce of 6 in blocks of 3, by hand") {
+  const double bytes = 600;
+  const CollectiveSchedule s(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, 6, bytes, 3);
+  CHECK(s.step_count() == 2 * 2 + 2 * 1);  // RS 2, across 2, AG 2
+  CollectiveStep st;
+  const int expected_peer[] = {5, 5, 1, 1, 5, 5};  // member 4: next in block {3, 4, 5}, then block 0's offset 1
+  const double expected_bytes[] = {200, 200, 100, 100, 200, 200};
+  for (int k = 0; k < 6; ++k) {
+    CAPTURE(k);
+    s.step(4, k, st);
+    REQUIRE(st.sends.size() == 1);
+    CHECK(st.sends[0].peer == expected_peer[k]);
+    CHECK(st.sends[0].bytes == doctest::Approx(expected_bytes[k]));
+    CHECK(st.recv_from == std::vector<int>{k < 2 || k >= 4 ? 3 : 1});
+  }
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(4 * (1e-6 + 200 / 1e9) + 2 * (1e-6 + 100 / 1e9)));
+  // One block, or blocks of one, is the plain ring.
+  const CollectiveSchedule ring(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 6, bytes);
+  for (int L : {1, 6})
+    CHECK(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, 6, bytes, L)
+              .alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(ring.alpha_beta_time_s(1e-6, 1e9)));
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::reduce_scatter, CollectiveAlgorithm::hierarchical, 6, bytes, 3),
+                  std::invalid_argument);
+}
+
 TEST_CASE("collectives: pairwise all_to_all step k sends to distance k+1") {
   const int n = 6;
   const double bytes = 600;
@@ -292,6 +317,10 @@ TEST_CASE("collectives sim: exhaustive hierarchical all_to_all of 12 in blocks o
 
 TEST_CASE("collectives sim: folded hierarchical all_to_all of 12 in blocks of 4 matches the closed form") {
   check_against_closed_form(12, CollectiveKind::all_to_all, CollectiveAlgorithm::hierarchical, Fidelity::folded, 4);
+}
+
+TEST_CASE("collectives sim: exhaustive hierarchical all_reduce of 12 in blocks of 4 matches the closed form") {
+  check_against_closed_form(12, CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, Fidelity::exhaustive, 4);
 }
 
 TEST_CASE("collectives sim: folded ring all_reduce of 8 matches the closed form") {
