@@ -386,6 +386,24 @@ TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
   CHECK(res.stats.flows == 0);
 }
 
+// Two compute ops that the graph does not order share the rank's compute units: the engine
+// must not take its shortcut of a delay per op (valid only when compute ops form a chain).
+TEST_CASE("cost model sim: two unordered GEMM ops share the compute units and end together") {
+  const double F = 3.2e12, P = 2e12, e = 0.8;  // 2 s each alone
+  Workload w;
+  w.rank_count = 1;
+  w.node_of_rank = {0};
+  w.class_of_rank = {0};
+  for (const char* name : {"a", "b"})
+    add_op(w.graph, Op{name, name, Phase::forward, ComputeWork{KernelClass::gemm, Precision::fp32, F, 1e3}}, {});
+  const StarNetwork net(1, kB, kL);
+  const RooflineCostModel cost = test_cost_model();
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
+  CHECK(res.step_time_s == doctest::Approx(2 * F / (P * e)).epsilon(1e-9));
+  REQUIRE(res.ranks.size() == 1);
+  for (const auto& op : res.ranks[0].ops) CHECK(op.end_s == doctest::Approx(2 * F / (P * e)).epsilon(1e-9));
+}
+
 TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwidth plus F over P times e") {
   const double bytes = 30e9, BW = 100e9;    // 0.3 s (its flops at peak would take 1e-6 s)
   const double F = 0.8e12, P = 8e12, e = 0.5;  // fp16: 0.2 s
