@@ -18,6 +18,7 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "models/moe_spec.hpp"
 #include "models/moe_transformer.hpp"
@@ -189,16 +190,21 @@ ChildResult finish_child(const Child& c) {
   return r;
 }
 
-// Runs both fidelities (in two children at once) and checks they agree within 2 %.
+// Simulates `s` twice at once, in two children, and requires both to succeed.
+std::pair<ChildResult, ChildResult> run_two(const Scenario& s, Fidelity first, Fidelity second) {
+  const Child c1 = start_child(s, first);
+  const Child c2 = start_child(s, second);
+  std::pair<ChildResult, ChildResult> r{finish_child(c1), finish_child(c2)};
+  INFO("first: ", r.first.error);
+  REQUIRE(r.first.ok == 1);
+  INFO("second: ", r.second.error);
+  REQUIRE(r.second.ok == 1);
+  return r;
+}
+
+// Runs both fidelities and checks they agree within 2 %.
 void compare_fidelities(const Scenario& s) {
-  const Child ce = start_child(s, Fidelity::exhaustive);
-  const Child cf = start_child(s, Fidelity::folded);
-  const ChildResult ex = finish_child(ce);
-  const ChildResult fo = finish_child(cf);
-  INFO("exhaustive: ", ex.error);
-  REQUIRE(ex.ok == 1);
-  INFO("folded: ", fo.error);
-  REQUIRE(fo.ok == 1);
+  const auto [ex, fo] = run_two(s, Fidelity::exhaustive, Fidelity::folded);
   const double gap = (fo.step_time_s - ex.step_time_s) / ex.step_time_s;
   MESSAGE("exhaustive ", ex.step_time_s, " s (", ex.simulated_ranks, " ranks, ", ex.flows, " flows); folded ",
           fo.step_time_s, " s (", fo.simulated_ranks, " ranks, ", fo.flows, " flows); gap ", gap * 100, " %");
@@ -259,14 +265,7 @@ TEST_CASE("folding: one replica per expert with the hierarchical all_to_all matc
 
 TEST_CASE("folding: a folded run is deterministic") {
   const Scenario s = scenario(64, 8, Layout::moda, true, CollectiveAlgorithm::pairwise);
-  const Child c1 = start_child(s, Fidelity::folded);
-  const Child c2 = start_child(s, Fidelity::folded);
-  const ChildResult a = finish_child(c1);
-  const ChildResult b = finish_child(c2);
-  INFO("first: ", a.error);
-  REQUIRE(a.ok == 1);
-  INFO("second: ", b.error);
-  REQUIRE(b.ok == 1);
+  const auto [a, b] = run_two(s, Fidelity::folded, Fidelity::folded);
   CHECK(std::memcmp(&a.step_time_s, &b.step_time_s, sizeof(double)) == 0);
   CHECK(a.end_hash == b.end_hash);
   CHECK(a.flows == b.flows);
