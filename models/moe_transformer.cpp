@@ -28,41 +28,56 @@ PrecisionPlan precision_plan(PrecisionPolicy p) {
           Precision::fp64, Precision::fp16, Precision::fp16, 4.0};
 }
 
+// A GEMM's shape: C[m x n] = A[m x k] B[k x n], `batch` independent products.
+KernelShape gemm_shape(double m, double n, double k, double batch = 1) {
+  return {{std::int64_t(m), std::int64_t(n), std::int64_t(k)}, std::int64_t(batch)};
+}
+KernelShape rows_cols(double rows, double cols, double third = 0) {
+  return {{std::int64_t(rows), std::int64_t(cols), std::int64_t(third)}, 1};
+}
+KernelShape elements(double n) { return {{std::int64_t(n), 0, 0}, 1}; }
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(StepGraph& g) : g_(g) {}
-  // Appends an op after `after` (or after nothing when after < 0); returns its id.
-  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, double flops, double bytes,
-            long after) {
-    executed_ += flops;
-    if (ph != Phase::optimizer) model_ += flops;
-    return add(name, label, ph, ComputeWork{KernelClass::gemm, p, flops, bytes}, after);
+  // A forward GEMM appended after `after` (or after nothing when after < 0); returns its id.
+  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, KernelShape s, long after) {
+    const NominalWork w = nominal_work(Kernel::gemm, s, p);
+    executed_ += w.flops;
+    if (ph != Phase::optimizer) model_ += w.flops;
+    return add(name, label, ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, {after});
   }
-  long memory(const std::string& name, const std::string& label, Phase ph, Precision p, double flops, double bytes,
-              long after) {
-    return element_wise(KernelClass::memory_bound, name, label, ph, p, flops, bytes, {after});
+  // The backward of the forward GEMM C[m x n] = A[m x k] B[k x n]: the data gradient
+  // dA[m x k] = dC[m x n] B^T, then the weight gradient dB[k x n] = A^T dC[m x n].
+  long gemm_backward(const std::string& name, const std::string& label, Precision p, KernelShape fwd, long after) {
+    const auto [m, n, k] = fwd.dims;
+    after = gemm(name + ".dgrad", label + ".dgrad", Phase::backward, p, gemm_shape(m, k, n, fwd.batch), after);
+    return gemm(name + ".wgrad", label + ".wgrad", Phase::backward, p, gemm_shape(k, n, m, fwd.batch), after);
+  }
+  long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
+              double flops, double bytes, long after) {
+    executed_ += flops;
+    return add(name, label, ph, ComputeWork{kernel, p, flops, bytes, s}, {after});
   }
   // The optimizer's update pass over a parameter shard.
-  long optimizer_update(const std::string& name, const std::string& label, double flops, double bytes,
+  long optimizer_update(const std::string& name, const std::string& label, double parameters,
                         const std::vector<long>& after) {
-    return element_wise(KernelClass::optimizer_update, name, label, Phase::optimizer, Precision::fp32, flops, bytes,
-                        after);
+    const KernelShape s = elements(parameters);
+    const NominalWork w = nominal_work(Kernel::adam, s, Precision::fp32);
+    executed_ += w.flops;
+    return add(name, label, Phase::optimizer, ComputeWork{Kernel::adam, Precision::fp32, w.flops, w.bytes, s}, after);
   }
   long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
                   CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
-    return static_cast<long>(add_op(g_, Op{name, label, ph, CollectiveWork{k, a, role, bytes}}, deps_of(after)));
+    return add(name, label, ph, CollectiveWork{k, a, role, bytes}, after);
   }
   double executed_flops() const { return executed_; }
   double model_flops() const { return model_; }
 
  private:
-  long element_wise(KernelClass k, const std::string& name, const std::string& label, Phase ph, Precision p,
-                    double flops, double bytes, const std::vector<long>& after) {
-    executed_ += flops;
-    return static_cast<long>(add_op(g_, Op{name, label, ph, ComputeWork{k, p, flops, bytes}}, deps_of(after)));
-  }
-  long add(const std::string& name, const std::string& label, Phase ph, ComputeWork w, long after) {
-    return static_cast<long>(add_op(g_, Op{name, label, ph, w}, deps_of({after})));
+  template <class Work>
+  long add(const std::string& name, const std::string& label, Phase ph, Work w, const std::vector<long>& after) {
+    return static_cast<long>(add_op(g_, Op{name, label, ph, std::move(w)}, deps_of(after)));
   }
   // Ids below zero mean "no dependency".
   static std::vector<OpId> deps_of(const std::vector<long>& after) {
@@ -98,47 +113,61 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   GraphBuilder b(out.workload.graph);
   long last = -1;
   std::vector<long> layer_backward_done(m.layers, -1);  // in the last micro-batch
+  // GEMM shapes (forward): the attention's batched products run per sequence and head.
+  const double bh = double(t.micro_batch_per_node) * h, dh = d / h;
+  const KernelShape qkv = gemm_shape(T, 3 * d, d), scores = gemm_shape(s, s, dh, bh), context = gemm_shape(s, dh, s, bh),
+                    proj = gemm_shape(T, d, d), gate = gemm_shape(T, E, d), ffn1 = gemm_shape(Tk, ff, d),
+                    ffn2 = gemm_shape(Tk, d, ff);
+  const KernelShape norm_rows = rows_cols(T, d), softmax_rows = rows_cols(T * h, s), topk = rows_cols(T, E, k),
+                    permute_rows = rows_cols(Tk, d), gelu_n = elements(Tk * ff), residual_n = elements(T * d);
   for (int mb = 0; mb < t.micro_batches; ++mb) {
     const std::string mbs = t.micro_batches > 1 ? fmt::format("mb{}.", mb) : "";
     for (int l = 0; l < m.layers; ++l) {
       const std::string p = fmt::format("{}L{}.fwd.", mbs, l);
       const Phase F = Phase::forward;
-      last = b.memory(p + "attn_layernorm", "attn_layernorm", F, pp.elementwise, 8 * T * d, 2 * T * d * ea, last);
-      last = b.gemm(p + "attn_qkv", "attn_qkv", F, pp.attn_gemm, 2 * T * d * 3 * d, (T * d + 3 * d * d + 3 * T * d) * ea, last);
-      last = b.gemm(p + "attn_scores", "attn_scores", F, pp.attn_gemm, 2 * T * s * d, (2 * T * d + T * s * h) * ea, last);
-      last = b.memory(p + "attn_softmax", "attn_softmax", F, pp.elementwise, 5 * T * s * h, 2 * T * s * h * ea, last);
-      last = b.gemm(p + "attn_context", "attn_context", F, pp.attn_gemm, 2 * T * s * d, (T * s * h + 2 * T * d) * ea, last);
-      last = b.gemm(p + "attn_proj", "attn_proj", F, pp.attn_gemm, 2 * T * d * d, (2 * T * d + d * d) * ea, last);
-      last = b.memory(p + "ffn_layernorm", "ffn_layernorm", F, pp.elementwise, 10 * T * d, 5 * T * d * ea, last);
-      last = b.gemm(p + "gate", "gate", F, pp.gate_gemm, 2 * T * d * E, (T * d + d * E + T * E) * 4, last);
-      last = b.memory(p + "gate_topk", "gate_topk", F, pp.elementwise, 4 * T * E, 2 * T * E * 4, last);
+      const Precision ew = pp.elementwise;
+      last = b.memory(p + "attn_layernorm", "attn_layernorm", F, Kernel::layer_norm, ew, norm_rows, 8 * T * d, 2 * T * d * ea, last);
+      last = b.gemm(p + "attn_qkv", "attn_qkv", F, pp.attn_gemm, qkv, last);
+      last = b.gemm(p + "attn_scores", "attn_scores", F, pp.attn_gemm, scores, last);
+      last = b.memory(p + "attn_softmax", "attn_softmax", F, Kernel::softmax, ew, softmax_rows, 5 * T * s * h, 2 * T * s * h * ea, last);
+      last = b.gemm(p + "attn_context", "attn_context", F, pp.attn_gemm, context, last);
+      last = b.gemm(p + "attn_proj", "attn_proj", F, pp.attn_gemm, proj, last);
+      last = b.memory(p + "ffn_layernorm", "ffn_layernorm", F, Kernel::layer_norm, ew, norm_rows, 10 * T * d, 5 * T * d * ea, last);
+      last = b.gemm(p + "gate", "gate", F, pp.gate_gemm, gate, last);
+      last = b.memory(p + "gate_topk", "gate_topk", F, Kernel::gate_topk, Precision::fp32, topk, 4 * T * E, 2 * T * E * 4, last);
+      last = b.memory(p + "dispatch_permute", "dispatch_permute", F, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
       last = b.collective(p + "dispatch", "dispatch", F, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
-      last = b.gemm(p + "expert_ffn1", "expert_ffn1", F, pp.ffn_gemm, 2 * Tk * d * ff, (Tk * d + d * ff + Tk * ff) * ef, last);
-      last = b.memory(p + "expert_gelu", "expert_gelu", F, pp.elementwise, 8 * Tk * ff, 2 * Tk * ff * ef, last);
-      last = b.gemm(p + "expert_ffn2", "expert_ffn2", F, pp.ffn_gemm, 2 * Tk * ff * d, (Tk * ff + ff * d + Tk * d) * ef, last);
+      last = b.gemm(p + "expert_ffn1", "expert_ffn1", F, pp.ffn_gemm, ffn1, last);
+      last = b.memory(p + "expert_gelu", "expert_gelu", F, Kernel::gelu, pp.ffn_act, gelu_n, 8 * Tk * ff, 2 * Tk * ff * ef, last);
+      last = b.gemm(p + "expert_ffn2", "expert_ffn2", F, pp.ffn_gemm, ffn2, last);
       last = b.collective(p + "combine", "combine", F, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
-      last = b.memory(p + "combine_residual", "combine_residual", F, pp.elementwise, 3 * T * d, 3 * T * d * ea, last);
+      last = b.memory(p + "combine_unpermute", "combine_unpermute", F, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
+      last = b.memory(p + "combine_residual", "combine_residual", F, Kernel::residual_add, ew, residual_n, 3 * T * d, 3 * T * d * ea, last);
     }
-    // Backward: each GEMM's data and weight gradients cost twice its forward FLOPs; a
-    // memory-bound kernel's backward moves about twice its bytes.
+    // Backward: each GEMM's data and weight gradients (two GEMMs of the forward's FLOPs); a
+    // memory-bound kernel's backward moves about twice its bytes, at the forward kernel's
+    // efficiency for the same shape.
     for (int l = m.layers - 1; l >= 0; --l) {
       const std::string p = fmt::format("{}L{}.bwd.", mbs, l);
       const Phase B = Phase::backward;
-      last = b.memory(p + "combine_residual", "combine_residual.bwd", B, pp.elementwise, 3 * T * d, 6 * T * d * ea, last);
+      const Precision ew = pp.elementwise;
+      last = b.memory(p + "combine_residual", "combine_residual.bwd", B, Kernel::residual_add, ew, residual_n, 3 * T * d, 6 * T * d * ea, last);
+      last = b.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
       last = b.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
-      last = b.gemm(p + "expert_ffn2", "expert_ffn2.bwd", B, pp.ffn_gemm, 4 * Tk * ff * d, 2 * (Tk * ff + ff * d + Tk * d) * ef, last);
-      last = b.memory(p + "expert_gelu", "expert_gelu.bwd", B, pp.elementwise, 8 * Tk * ff, 3 * Tk * ff * ef, last);
-      last = b.gemm(p + "expert_ffn1", "expert_ffn1.bwd", B, pp.ffn_gemm, 4 * Tk * d * ff, 2 * (Tk * d + d * ff + Tk * ff) * ef, last);
+      last = b.gemm_backward(p + "expert_ffn2", "expert_ffn2", pp.ffn_gemm, ffn2, last);
+      last = b.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, pp.ffn_act, gelu_n, 8 * Tk * ff, 3 * Tk * ff * ef, last);
+      last = b.gemm_backward(p + "expert_ffn1", "expert_ffn1", pp.ffn_gemm, ffn1, last);
       last = b.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
-      last = b.memory(p + "gate_topk", "gate_topk.bwd", B, pp.elementwise, 4 * T * E, 2 * T * E * 4, last);
-      last = b.gemm(p + "gate", "gate.bwd", B, pp.gate_gemm, 4 * T * d * E, 2 * (T * d + d * E + T * E) * 4, last);
-      last = b.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, pp.elementwise, 10 * T * d, 8 * T * d * ea, last);
-      last = b.gemm(p + "attn_proj", "attn_proj.bwd", B, pp.attn_gemm, 4 * T * d * d, 2 * (2 * T * d + d * d) * ea, last);
-      last = b.gemm(p + "attn_context", "attn_context.bwd", B, pp.attn_gemm, 4 * T * s * d, 2 * (T * s * h + 2 * T * d) * ea, last);
-      last = b.memory(p + "attn_softmax", "attn_softmax.bwd", B, pp.elementwise, 5 * T * s * h, 3 * T * s * h * ea, last);
-      last = b.gemm(p + "attn_scores", "attn_scores.bwd", B, pp.attn_gemm, 4 * T * s * d, 2 * (2 * T * d + T * s * h) * ea, last);
-      last = b.gemm(p + "attn_qkv", "attn_qkv.bwd", B, pp.attn_gemm, 4 * T * d * 3 * d, 2 * (T * d + 3 * d * d + 3 * T * d) * ea, last);
-      last = b.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, pp.elementwise, 8 * T * d, 3 * T * d * ea, last);
+      last = b.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
+      last = b.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, topk, 4 * T * E, 2 * T * E * 4, last);
+      last = b.gemm_backward(p + "gate", "gate", pp.gate_gemm, gate, last);
+      last = b.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, norm_rows, 10 * T * d, 8 * T * d * ea, last);
+      last = b.gemm_backward(p + "attn_proj", "attn_proj", pp.attn_gemm, proj, last);
+      last = b.gemm_backward(p + "attn_context", "attn_context", pp.attn_gemm, context, last);
+      last = b.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, softmax_rows, 5 * T * s * h, 3 * T * s * h * ea, last);
+      last = b.gemm_backward(p + "attn_scores", "attn_scores", pp.attn_gemm, scores, last);
+      last = b.gemm_backward(p + "attn_qkv", "attn_qkv", pp.attn_gemm, qkv, last);
+      last = b.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, norm_rows, 8 * T * d, 3 * T * d * ea, last);
       layer_backward_done[l] = last;
     }
   }
@@ -147,10 +176,9 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   // Gradient reduction and optimizer, per layer in backward order.
   const bool paro = plan.paro && pl.replicas > 1;
   const double eg = bytes_per_element(pp.expert_grad), ep = bytes_per_element(pp.expert_param);
-  // Adam moves 28 bytes per parameter: fp32 reads param, grad, m, v and writes param, m, v;
-  // mixed reads the fp32 master, fp16 grad, m, v and writes master, m, v and the fp16 copy.
-  const double adam_bytes_per_param = 28;
-  const double adam_flops_per_param = 12;
+  // Adam moves 28 bytes and runs 12 flops per parameter (nominal_work): fp32 reads param, grad,
+  // m, v and writes param, m, v; mixed reads the fp32 master, fp16 grad, m, v and writes
+  // master, m, v and the fp16 copy.
   const double K = pl.nodes_per_supernode_used;
   const Phase O = Phase::optimizer;
   const Phase G = Phase::backward;  // gradient reductions count as the backward pass's communication
@@ -190,13 +218,11 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
                           CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
       shared_ready = comm;
     }
-    adam = b.optimizer_update(p + "expert_adam", "expert_adam", adam_flops_per_param * expert_shard,
-                              adam_bytes_per_param * expert_shard, {adam, expert_grads_ready});
+    adam = b.optimizer_update(p + "expert_adam", "expert_adam", expert_shard, {adam, expert_grads_ready});
     if (paro && pl.replicas > 1)
       b.collective(p + "expert_param_all_gather", "expert_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "expert_replicas", expert_params * ep, {adam});
-    adam = b.optimizer_update(p + "shared_adam", "shared_adam", adam_flops_per_param * shared_shard,
-                              adam_bytes_per_param * shared_shard, {adam, shared_ready});
+    adam = b.optimizer_update(p + "shared_adam", "shared_adam", shared_shard, {adam, shared_ready});
     if (paro)
       b.collective(p + "shared_param_all_gather", "shared_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "supernode", shared_params * 4, {adam});

@@ -19,7 +19,7 @@ double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
     throw std::invalid_argument("device '" + device_.name + "' has no peak for precision " +
                                 to_string(w.precision));
   double eff = 1.0;
-  if (w.kernel == KernelClass::gemm) {
+  if (w.kernel_class() == KernelClass::gemm) {
     auto e = device_.gemm_efficiency.find(w.precision);
     if (e == device_.gemm_efficiency.end())
       throw std::invalid_argument("device '" + device_.name + "' has no GEMM efficiency for " +
@@ -27,7 +27,7 @@ double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
     eff = e->second;
   }
   const double t_flops = w.flops / (peak_it->second * eff);
-  const double bandwidth_Bps = w.kernel == KernelClass::optimizer_update ? device_.optimizer_memory_bandwidth_Bps
+  const double bandwidth_Bps = w.kernel_class() == KernelClass::optimizer_update ? device_.optimizer_memory_bandwidth_Bps
                                                                          : device_.memory_bandwidth_Bps;
   const double t_bytes = w.bytes / bandwidth_Bps;
   return std::max(t_flops, t_bytes);

@@ -10,22 +10,6 @@ const char* to_string(Phase p) {
   }
   return "?";
 }
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::fp64: return "fp64";
-    case Precision::fp32: return "fp32";
-    case Precision::fp16: return "fp16";
-  }
-  return "?";
-}
-const char* to_string(KernelClass k) {
-  switch (k) {
-    case KernelClass::gemm: return "gemm";
-    case KernelClass::memory_bound: return "memory_bound";
-    case KernelClass::optimizer_update: return "optimizer_update";
-  }
-  return "?";
-}
 const char* to_string(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::all_reduce: return "all_reduce";
@@ -43,14 +27,6 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
   }
   return "?";
-}
-double bytes_per_element(Precision p) {
-  switch (p) {
-    case Precision::fp64: return 8;
-    case Precision::fp32: return 4;
-    case Precision::fp16: return 2;
-  }
-  return 4;
 }
 
 OpId add_op(StepGraph& g, Op op, const std::vector<OpId>& deps) {

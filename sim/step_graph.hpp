@@ -7,32 +7,29 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/kernel_id.hpp"
+
 namespace exasim {
 
 enum class Phase { forward, backward, optimizer };
-enum class Precision { fp64, fp32, fp16 };
-// Kernel classes the cost model distinguishes.
-// optimizer_update: the optimizer's element-wise pass over the parameter buffers, memory-bound
-// like memory_bound but costed with its own bandwidth (on Sunway it is not one of the layer
-// kernels that BaGuaLu rewrote for rearranged DMA).
-enum class KernelClass { gemm, memory_bound, optimizer_update };
 enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all };
 // hierarchical (all-to-all and all-reduce): a first level inside each block of local members,
 // a second among the members at the same offset of every block (see collectives.hpp).
 enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical };
 
 const char* to_string(Phase p);
-const char* to_string(Precision p);
-const char* to_string(KernelClass k);
 const char* to_string(CollectiveKind k);
 const char* to_string(CollectiveAlgorithm a);
-double bytes_per_element(Precision p);
 
+// Compute work: a kernel (kernels/kernel_id.hpp) on a shape. The cost model costs it; the
+// engine only runs it.
 struct ComputeWork {
-  KernelClass kernel = KernelClass::gemm;
+  Kernel kernel = Kernel::gemm;
   Precision precision = Precision::fp32;
   double flops = 0;  // floating-point operations executed
   double bytes = 0;  // bytes moved to and from memory
+  KernelShape shape; // what the kernel runs on (for shape-dependent efficiency)
+  KernelClass kernel_class() const { return exasim::kernel_class(kernel); }
 };
 
 struct CollectiveWork {

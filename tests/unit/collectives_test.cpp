@@ -338,29 +338,29 @@ TEST_CASE("collectives sim: folded pairwise all_to_all of 8 matches the closed f
 TEST_CASE("cost model: roofline time is the max of the flops and bytes bounds") {
   const RooflineCostModel cost = test_cost_model();
   // GEMM: flops / (peak * efficiency), bytes small.
-  CHECK(cost.compute_time_s({KernelClass::gemm, Precision::fp32, 1.6e12, 1e6}) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_s({KernelClass::gemm, Precision::fp16, 4e12, 0}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 1.6e12, 1e6, {}}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp16, 4e12, 0, {}}) == doctest::Approx(1.0));
   // GEMM limited by bytes.
-  CHECK(cost.compute_time_s({KernelClass::gemm, Precision::fp32, 1.0, 200e9}) == doctest::Approx(2.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 1.0, 200e9, {}}) == doctest::Approx(2.0));
   // Memory-bound: flops at full peak (no efficiency), bytes / bandwidth.
-  CHECK(cost.compute_time_s({KernelClass::memory_bound, Precision::fp32, 2e12, 0}) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e3, 50e9}) == doctest::Approx(0.5));
+  CHECK(cost.compute_time_s({Kernel::residual_add, Precision::fp32, 2e12, 0, {}}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::residual_add, Precision::fp32, 1e3, 50e9, {}}) == doctest::Approx(0.5));
   // The optimizer update uses its own bandwidth.
   DeviceProfile slow_opt = cost.device();
   slow_opt.optimizer_memory_bandwidth_Bps = 25e9;
   const RooflineCostModel with_slow_opt(slow_opt);
-  CHECK(with_slow_opt.compute_time_s({KernelClass::optimizer_update, Precision::fp32, 1e3, 50e9}) == doctest::Approx(2.0));
-  CHECK(with_slow_opt.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e3, 50e9}) == doctest::Approx(0.5));
+  CHECK(with_slow_opt.compute_time_s({Kernel::adam, Precision::fp32, 1e3, 50e9, {}}) == doctest::Approx(2.0));
+  CHECK(with_slow_opt.compute_time_s({Kernel::residual_add, Precision::fp32, 1e3, 50e9, {}}) == doctest::Approx(0.5));
   // No peak (fp64 missing) or no GEMM efficiency throws.
-  CHECK_THROWS_AS(cost.compute_time_s({KernelClass::gemm, Precision::fp64, 1, 0}), std::invalid_argument);
+  CHECK_THROWS_AS(cost.compute_time_s({Kernel::gemm, Precision::fp64, 1, 0, {}}), std::invalid_argument);
   DeviceProfile d;
   d.name = "no-eff";
   d.peak_flops_per_s = {{Precision::fp32, 1e12}};
   d.memory_bandwidth_Bps = 1e9;
   d.optimizer_memory_bandwidth_Bps = 1e9;
   const RooflineCostModel no_eff(d);
-  CHECK_THROWS_AS(no_eff.compute_time_s({KernelClass::gemm, Precision::fp32, 1, 0}), std::invalid_argument);
-  CHECK(no_eff.compute_time_s({KernelClass::memory_bound, Precision::fp32, 1e12, 0}) == doctest::Approx(1.0));
+  CHECK_THROWS_AS(no_eff.compute_time_s({Kernel::gemm, Precision::fp32, 1, 0, {}}), std::invalid_argument);
+  CHECK(no_eff.compute_time_s({Kernel::residual_add, Precision::fp32, 1e12, 0, {}}) == doctest::Approx(1.0));
   d.memory_bandwidth_Bps = 0;
   CHECK_THROWS_AS(RooflineCostModel{d}, std::invalid_argument);
   d.memory_bandwidth_Bps = 1e9;
@@ -374,7 +374,7 @@ TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
   w.rank_count = 1;
   w.node_of_rank = {0};
   w.class_of_rank = {0};
-  add_op(w.graph, Op{"gemm", "gemm", Phase::forward, ComputeWork{KernelClass::gemm, Precision::fp32, F, 1e3}}, {});
+  add_op(w.graph, Op{"gemm", "gemm", Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
   const StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
@@ -395,7 +395,7 @@ TEST_CASE("cost model sim: two unordered GEMM ops share the compute units and en
   w.node_of_rank = {0};
   w.class_of_rank = {0};
   for (const char* name : {"a", "b"})
-    add_op(w.graph, Op{name, name, Phase::forward, ComputeWork{KernelClass::gemm, Precision::fp32, F, 1e3}}, {});
+    add_op(w.graph, Op{name, name, Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
   const StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
@@ -412,8 +412,8 @@ TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwid
   w.node_of_rank = {0};
   w.class_of_rank = {0};
   const OpId a = add_op(w.graph, Op{"mem", "mem", Phase::forward,
-                                    ComputeWork{KernelClass::memory_bound, Precision::fp32, 2e6, bytes}}, {});
-  add_op(w.graph, Op{"gemm", "gemm", Phase::backward, ComputeWork{KernelClass::gemm, Precision::fp16, F, 0}}, {a});
+                                    ComputeWork{Kernel::residual_add, Precision::fp32, 2e6, bytes, {}}}, {});
+  add_op(w.graph, Op{"gemm", "gemm", Phase::backward, ComputeWork{Kernel::gemm, Precision::fp16, F, 0, {}}}, {a});
   const StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});

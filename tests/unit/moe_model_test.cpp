@@ -76,10 +76,10 @@ std::map<std::string, int> count_by_label(const StepGraph& g) {
 TEST_CASE("moe model: op counts of the tiny model with ParO") {
   const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
   const StepGraph& g = mw.workload.graph;
-  // per layer: 15 forward + 15 backward + 3 gradient reductions, counted as backward (expert
-  // RS, shared RS, shared AR) + 4 optimizer (expert adam, expert param AG, shared adam,
-  // shared param AG)
-  CHECK(boost::num_vertices(g) == 2 * (15 + 15 + 7));
+  // per layer: 17 forward; 24 backward (the forward's 17, each of the 7 GEMMs split into its
+  // data and weight gradients); 3 gradient reductions, counted as backward (expert RS, shared
+  // RS, shared AR); 4 optimizer (expert adam, expert param AG, shared adam, shared param AG)
+  CHECK(boost::num_vertices(g) == 2 * (17 + 24 + 7));
   int compute = 0, collective = 0, fwd = 0, bwd = 0, opt = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
     (g[v].is_compute() ? compute : collective)++;
@@ -87,11 +87,11 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
     if (g[v].phase == Phase::backward) bwd++;
     if (g[v].phase == Phase::optimizer) opt++;
   }
-  CHECK(fwd == 30);
-  CHECK(bwd == 36);
+  CHECK(fwd == 34);
+  CHECK(bwd == 54);
   CHECK(opt == 8);
   CHECK(collective == 2 * (2 + 2 + 5));  // dispatch+combine fwd and bwd; 5 in the optimizer
-  CHECK(compute == 74 - collective);
+  CHECK(compute == 96 - collective);
   const auto labels = count_by_label(g);
   CHECK(labels.at("dispatch") == 2);
   CHECK(labels.at("combine.bwd") == 2);
@@ -118,7 +118,7 @@ TEST_CASE("moe model: op counts without ParO") {
   const MoeWorkload mw =
       build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, false), kMachineNps, kBigMemory);
   // optimizer per layer: expert AR, shared RS, shared AR, shared AG, expert adam, shared adam
-  CHECK(boost::num_vertices(mw.workload.graph) == 2 * (15 + 15 + 6));
+  CHECK(boost::num_vertices(mw.workload.graph) == 2 * (17 + 24 + 6));
   const auto labels = count_by_label(mw.workload.graph);
   CHECK(labels.at("expert_grad_all_reduce") == 2);
   CHECK(labels.at("shared_grad_all_gather") == 2);
@@ -142,8 +142,8 @@ TEST_CASE("moe model: FLOP counts match the GEMM formulas") {
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
       all += c->flops;
-      if (c->kernel == KernelClass::gemm && g[v].phase != Phase::optimizer) gemm_fb += c->flops;
-      if (c->kernel != KernelClass::gemm) memory_bound += c->flops;  // layer kernels and the optimizer update
+      if (c->kernel_class() == KernelClass::gemm && g[v].phase != Phase::optimizer) gemm_fb += c->flops;
+      if (c->kernel_class() != KernelClass::gemm) memory_bound += c->flops;  // layer kernels and the optimizer update
       if (g[v].phase == Phase::optimizer) optimizer += c->flops;
     }
   CHECK(mw.executed_flops_per_rank == all);
@@ -331,7 +331,7 @@ TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or o
     CHECK(g[l1_reduce].phase == Phase::backward);
     CHECK(runs_after(g, backward_done, op_named(g, "L1.opt.expert_adam")));
     CHECK(g[op_named(g, "L1.opt.expert_adam")].phase == Phase::optimizer);
-    CHECK(std::get<ComputeWork>(g[op_named(g, "L1.opt.expert_adam")].work).kernel == KernelClass::optimizer_update);
+    CHECK(std::get<ComputeWork>(g[op_named(g, "L1.opt.expert_adam")].work).kernel_class() == KernelClass::optimizer_update);
   }
 }
 
@@ -346,4 +346,34 @@ TEST_CASE("moe model: the optimizer compute ops of a rank run one after another"
     CHECK(runs_after(g, op_named(g, "L1.opt.shared_adam"), op_named(g, "L0.opt.expert_adam")));
     CHECK(runs_after(g, op_named(g, "L0.opt.expert_adam"), op_named(g, "L0.opt.shared_adam")));
   }
+}
+
+// Every compute op names its kernel and shape, so that the cost model can look up the
+// efficiency of that shape. T = 2 x 4 = 8 tokens, d = 8, h = 2 (head dim 4), ff = 16, E = 4, k = 1.
+TEST_CASE("moe model: compute ops carry their kernel and shape") {
+  const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
+  const StepGraph& g = mw.workload.graph;
+  auto work = [&](const std::string& name) { return std::get<ComputeWork>(g[op_named(g, name)].work); };
+  auto dims = [](const ComputeWork& w) { return std::array<std::int64_t, 4>{w.shape.dims[0], w.shape.dims[1], w.shape.dims[2], w.shape.batch}; };
+  using D = std::array<std::int64_t, 4>;
+  CHECK(work("L0.fwd.attn_qkv").kernel == Kernel::gemm);
+  CHECK(dims(work("L0.fwd.attn_qkv")) == D{8, 24, 8, 1});
+  CHECK(dims(work("L0.fwd.attn_scores")) == D{4, 4, 4, 4});      // per sequence and head: s x s x d/h, 2 x 2 of them
+  CHECK(dims(work("L0.fwd.attn_context")) == D{4, 4, 4, 4});
+  CHECK(dims(work("L0.fwd.expert_ffn1")) == D{8, 16, 8, 1});
+  // backward: data gradient dA = dC B^T (m x k, inner n), weight gradient dB = A^T dC (k x n, inner m)
+  CHECK(dims(work("L0.bwd.expert_ffn1.dgrad")) == D{8, 8, 16, 1});
+  CHECK(dims(work("L0.bwd.expert_ffn1.wgrad")) == D{8, 16, 8, 1});
+  CHECK(dims(work("L1.bwd.gate.wgrad")) == D{8, 4, 8, 1});
+  CHECK(work("L0.bwd.expert_ffn1.dgrad").flops + work("L0.bwd.expert_ffn1.wgrad").flops ==
+        2 * work("L0.fwd.expert_ffn1").flops);
+  CHECK(work("L0.fwd.attn_softmax").kernel == Kernel::softmax);
+  CHECK(dims(work("L0.fwd.attn_softmax")) == D{16, 4, 0, 1});    // rows = tokens x heads, cols = seq_len
+  CHECK(work("L0.fwd.attn_layernorm").kernel == Kernel::layer_norm);
+  CHECK(dims(work("L0.fwd.gate_topk")) == D{8, 4, 1, 1});
+  CHECK(work("L0.fwd.dispatch_permute").kernel == Kernel::token_permute);
+  CHECK(dims(work("L0.fwd.dispatch_permute")) == D{8, 8, 0, 1});
+  CHECK(dims(work("L0.fwd.expert_gelu")) == D{128, 0, 0, 1});
+  CHECK(work("L0.fwd.combine_residual").kernel == Kernel::residual_add);
+  CHECK(work("L0.opt.expert_adam").kernel == Kernel::adam);
 }

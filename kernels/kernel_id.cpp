@@ -1,0 +1,112 @@
+#include "kernels/kernel_id.hpp"
+
+#include <fmt/format.h>
+
+namespace exasim {
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::fp64: return "fp64";
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+  }
+  return "?";
+}
+const char* to_string(KernelClass k) {
+  switch (k) {
+    case KernelClass::gemm: return "gemm";
+    case KernelClass::memory_bound: return "memory_bound";
+    case KernelClass::optimizer_update: return "optimizer_update";
+  }
+  return "?";
+}
+const char* to_string(Kernel k) {
+  switch (k) {
+    case Kernel::gemm: return "gemm";
+    case Kernel::softmax: return "softmax";
+    case Kernel::layer_norm: return "layer_norm";
+    case Kernel::gelu: return "gelu";
+    case Kernel::residual_add: return "residual_add";
+    case Kernel::gate_topk: return "gate_topk";
+    case Kernel::token_permute: return "token_permute";
+    case Kernel::adam: return "adam";
+  }
+  return "?";
+}
+std::optional<Precision> precision_from_string(std::string_view s) {
+  for (Precision p : {Precision::fp64, Precision::fp32, Precision::fp16})
+    if (s == to_string(p)) return p;
+  return std::nullopt;
+}
+std::optional<Kernel> kernel_from_string(std::string_view s) {
+  for (Kernel k : all_kernels)
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+double bytes_per_element(Precision p) {
+  switch (p) {
+    case Precision::fp64: return 8;
+    case Precision::fp32: return 4;
+    case Precision::fp16: return 2;
+  }
+  return 4;
+}
+
+KernelClass kernel_class(Kernel k) {
+  switch (k) {
+    case Kernel::gemm: return KernelClass::gemm;
+    case Kernel::adam: return KernelClass::optimizer_update;
+    default: return KernelClass::memory_bound;
+  }
+}
+
+int shape_rank(Kernel k) {
+  switch (k) {
+    case Kernel::gemm:
+    case Kernel::gate_topk: return 3;
+    case Kernel::softmax:
+    case Kernel::layer_norm:
+    case Kernel::token_permute: return 2;
+    default: return 1;
+  }
+}
+
+std::array<const char*, 3> shape_axis_names(Kernel k) {
+  switch (k) {
+    case Kernel::gemm: return {"m", "n", "k"};
+    case Kernel::gate_topk: return {"tokens", "experts", "k"};
+    case Kernel::token_permute: return {"tokens", "d_model", ""};
+    case Kernel::softmax:
+    case Kernel::layer_norm: return {"rows", "cols", ""};
+    default: return {"elements", "", ""};
+  }
+}
+
+std::string describe(Kernel k, const KernelShape& s) {
+  std::string out = fmt::format("{}[{}", to_string(k), s.dims[0]);
+  for (int i = 1; i < shape_rank(k); ++i) out += fmt::format("x{}", s.dims[i]);
+  out += "]";
+  if (s.batch != 1) out += fmt::format("x{}", s.batch);
+  return out;
+}
+
+NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
+  const double e = bytes_per_element(p);
+  const double a = double(s.dims[0]), b = double(s.dims[1]), c = double(s.dims[2]), batch = double(s.batch);
+  switch (k) {
+    case Kernel::gemm: return {2 * a * b * c * batch, (a * c + c * b + a * b) * e * batch};
+    case Kernel::softmax: return {5 * a * b, 2 * a * b * e};
+    case Kernel::layer_norm: return {8 * a * b, (2 * a * b + 2 * b) * e};
+    case Kernel::gelu: return {8 * a, 2 * a * e};
+    case Kernel::residual_add: return {a, 3 * a * e};
+    // scores read, k (index, weight) pairs written per token
+    case Kernel::gate_topk: return {4 * a * b, a * b * e + a * c * (e + 4)};
+    // rows gathered: read and written once, plus the 4-byte index per row
+    case Kernel::token_permute: return {0, 2 * a * b * e + 4 * a};
+    // fp32 master params, grads, two moments: 4 reads and 3 writes of 4 bytes
+    case Kernel::adam: return {12 * a, 28 * a};
+  }
+  return {};
+}
+
+}  // namespace exasim

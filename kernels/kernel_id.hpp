@@ -1,0 +1,74 @@
+// The vocabulary of compute kernels: which kernel, on what shape, in which precision.
+// The step graph names its compute work with it, the real kernels in kernels/ implement each
+// one, and the cost model looks a kernel's efficiency up by it. Nothing here is costed.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace exasim {
+
+enum class Precision { fp64, fp32, fp16 };
+
+// Kernel classes the cost model distinguishes.
+// optimizer_update: the optimizer's element-wise pass over the parameter buffers, memory-bound
+// like memory_bound but costed with its own bandwidth (on Sunway it is not one of the layer
+// kernels that BaGuaLu rewrote for rearranged DMA).
+enum class KernelClass { gemm, memory_bound, optimizer_update };
+
+// The kernels of a transformer training step.
+enum class Kernel {
+  gemm,           // C[m x n] = A[m x k] B[k x n], `batch` independent products
+  softmax,        // row-wise softmax of a rows x cols matrix
+  layer_norm,     // row-wise layer norm (with scale and bias) of a rows x cols matrix
+  gelu,           // element-wise GELU (tanh form) of `elements` values
+  residual_add,   // y = a + b over `elements` values
+  gate_topk,      // MoE gate: per token (row) the top-k of `experts` scores, with a softmax over them
+  token_permute,  // MoE dispatch/combine: gather the rows of a tokens x d_model matrix by an index
+  adam,           // Adam update of `elements` parameters (fp32 params, grads and moments)
+};
+inline constexpr std::array<Kernel, 8> all_kernels = {Kernel::gemm,         Kernel::softmax,   Kernel::layer_norm,
+                                                      Kernel::gelu,         Kernel::residual_add, Kernel::gate_topk,
+                                                      Kernel::token_permute, Kernel::adam};
+
+// The shape a kernel runs on. dims by kernel:
+//   gemm:                             {m, n, k}, and batch
+//   softmax, layer_norm:              {rows, cols}
+//   gate_topk:                        {tokens, experts, k}
+//   token_permute:                    {tokens, d_model}
+//   gelu, residual_add, adam:         {elements}
+// Unused dims are 0; batch is 1 except for batched GEMMs.
+struct KernelShape {
+  std::array<std::int64_t, 3> dims{};
+  std::int64_t batch = 1;
+  bool operator==(const KernelShape& o) const { return dims == o.dims && batch == o.batch; }
+  bool operator<(const KernelShape& o) const { return dims != o.dims ? dims < o.dims : batch < o.batch; }
+};
+
+const char* to_string(Precision p);
+const char* to_string(KernelClass k);
+const char* to_string(Kernel k);
+std::optional<Precision> precision_from_string(std::string_view s);
+std::optional<Kernel> kernel_from_string(std::string_view s);
+double bytes_per_element(Precision p);
+
+KernelClass kernel_class(Kernel k);
+// How many dims a kernel's shape uses (gemm 3, gate_topk 3, row-wise 2, element-wise 1).
+int shape_rank(Kernel k);
+// The names of those dims, e.g. {"m", "n", "k"}.
+std::array<const char*, 3> shape_axis_names(Kernel k);
+// "gemm[256x4096x1024]x16", "softmax[2048x128]": for messages and cache keys.
+std::string describe(Kernel k, const KernelShape& s);
+
+// The work a kernel does at a shape, as the host kernels count it: flops executed and bytes
+// moved to and from memory (each operand read once, each result written once). The sampler
+// divides these by the measured time to get the host's achieved rate.
+struct NominalWork {
+  double flops = 0;
+  double bytes = 0;
+};
+NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p);
+
+}  // namespace exasim
