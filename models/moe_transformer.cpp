@@ -40,19 +40,23 @@ KernelShape elements(double n) { return {{std::int64_t(n), 0, 0}, 1}; }
 class GraphBuilder {
  public:
   explicit GraphBuilder(StepGraph& g) : g_(g) {}
-  // A forward GEMM appended after `after` (or after nothing when after < 0); returns its id.
-  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, KernelShape s, long after) {
-    const NominalWork w = nominal_work(Kernel::gemm, s, p);
+  // A GEMM computed in `p` on operands stored in `storage` (under autocast the attention's
+  // operands stay fp32 in memory and are cast on the way in), appended after `after` (or after
+  // nothing when after < 0); returns its id.
+  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage, KernelShape s,
+            long after) {
+    const NominalWork w = nominal_work(Kernel::gemm, s, storage);
     executed_ += w.flops;
     if (ph != Phase::optimizer) model_ += w.flops;
     return add(name, label, ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, {after});
   }
   // The backward of the forward GEMM C[m x n] = A[m x k] B[k x n]: the data gradient
   // dA[m x k] = dC[m x n] B^T, then the weight gradient dB[k x n] = A^T dC[m x n].
-  long gemm_backward(const std::string& name, const std::string& label, Precision p, KernelShape fwd, long after) {
+  long gemm_backward(const std::string& name, const std::string& label, Precision p, Precision storage, KernelShape fwd,
+                     long after) {
     const auto [m, n, k] = fwd.dims;
-    after = gemm(name + ".dgrad", label + ".dgrad", Phase::backward, p, gemm_shape(m, k, n, fwd.batch), after);
-    return gemm(name + ".wgrad", label + ".wgrad", Phase::backward, p, gemm_shape(k, n, m, fwd.batch), after);
+    after = gemm(name + ".dgrad", label + ".dgrad", Phase::backward, p, storage, gemm_shape(m, k, n, fwd.batch), after);
+    return gemm(name + ".wgrad", label + ".wgrad", Phase::backward, p, storage, gemm_shape(k, n, m, fwd.batch), after);
   }
   long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
               double flops, double bytes, long after) {
@@ -127,19 +131,19 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
       const Phase F = Phase::forward;
       const Precision ew = pp.elementwise;
       last = b.memory(p + "attn_layernorm", "attn_layernorm", F, Kernel::layer_norm, ew, norm_rows, 8 * T * d, 2 * T * d * ea, last);
-      last = b.gemm(p + "attn_qkv", "attn_qkv", F, pp.attn_gemm, qkv, last);
-      last = b.gemm(p + "attn_scores", "attn_scores", F, pp.attn_gemm, scores, last);
+      last = b.gemm(p + "attn_qkv", "attn_qkv", F, pp.attn_gemm, pp.attn_act, qkv, last);
+      last = b.gemm(p + "attn_scores", "attn_scores", F, pp.attn_gemm, pp.attn_act, scores, last);
       last = b.memory(p + "attn_softmax", "attn_softmax", F, Kernel::softmax, ew, softmax_rows, 5 * T * s * h, 2 * T * s * h * ea, last);
-      last = b.gemm(p + "attn_context", "attn_context", F, pp.attn_gemm, context, last);
-      last = b.gemm(p + "attn_proj", "attn_proj", F, pp.attn_gemm, proj, last);
+      last = b.gemm(p + "attn_context", "attn_context", F, pp.attn_gemm, pp.attn_act, context, last);
+      last = b.gemm(p + "attn_proj", "attn_proj", F, pp.attn_gemm, pp.attn_act, proj, last);
       last = b.memory(p + "ffn_layernorm", "ffn_layernorm", F, Kernel::layer_norm, ew, norm_rows, 10 * T * d, 5 * T * d * ea, last);
-      last = b.gemm(p + "gate", "gate", F, pp.gate_gemm, gate, last);
+      last = b.gemm(p + "gate", "gate", F, pp.gate_gemm, Precision::fp32, gate, last);
       last = b.memory(p + "gate_topk", "gate_topk", F, Kernel::gate_topk, Precision::fp32, topk, 4 * T * E, 2 * T * E * 4, last);
       last = b.memory(p + "dispatch_permute", "dispatch_permute", F, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
       last = b.collective(p + "dispatch", "dispatch", F, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
-      last = b.gemm(p + "expert_ffn1", "expert_ffn1", F, pp.ffn_gemm, ffn1, last);
+      last = b.gemm(p + "expert_ffn1", "expert_ffn1", F, pp.ffn_gemm, pp.ffn_act, ffn1, last);
       last = b.memory(p + "expert_gelu", "expert_gelu", F, Kernel::gelu, pp.ffn_act, gelu_n, 8 * Tk * ff, 2 * Tk * ff * ef, last);
-      last = b.gemm(p + "expert_ffn2", "expert_ffn2", F, pp.ffn_gemm, ffn2, last);
+      last = b.gemm(p + "expert_ffn2", "expert_ffn2", F, pp.ffn_gemm, pp.ffn_act, ffn2, last);
       last = b.collective(p + "combine", "combine", F, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
       last = b.memory(p + "combine_unpermute", "combine_unpermute", F, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
       last = b.memory(p + "combine_residual", "combine_residual", F, Kernel::residual_add, ew, residual_n, 3 * T * d, 3 * T * d * ea, last);
@@ -154,19 +158,19 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
       last = b.memory(p + "combine_residual", "combine_residual.bwd", B, Kernel::residual_add, ew, residual_n, 3 * T * d, 6 * T * d * ea, last);
       last = b.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
       last = b.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
-      last = b.gemm_backward(p + "expert_ffn2", "expert_ffn2", pp.ffn_gemm, ffn2, last);
+      last = b.gemm_backward(p + "expert_ffn2", "expert_ffn2", pp.ffn_gemm, pp.ffn_act, ffn2, last);
       last = b.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, pp.ffn_act, gelu_n, 8 * Tk * ff, 3 * Tk * ff * ef, last);
-      last = b.gemm_backward(p + "expert_ffn1", "expert_ffn1", pp.ffn_gemm, ffn1, last);
+      last = b.gemm_backward(p + "expert_ffn1", "expert_ffn1", pp.ffn_gemm, pp.ffn_act, ffn1, last);
       last = b.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, a2a, "moe", Tk * d * ef, {last});
       last = b.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, pp.ffn_act, permute_rows, 0, 2 * Tk * d * ef, last);
       last = b.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, topk, 4 * T * E, 2 * T * E * 4, last);
-      last = b.gemm_backward(p + "gate", "gate", pp.gate_gemm, gate, last);
+      last = b.gemm_backward(p + "gate", "gate", pp.gate_gemm, Precision::fp32, gate, last);
       last = b.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, norm_rows, 10 * T * d, 8 * T * d * ea, last);
-      last = b.gemm_backward(p + "attn_proj", "attn_proj", pp.attn_gemm, proj, last);
-      last = b.gemm_backward(p + "attn_context", "attn_context", pp.attn_gemm, context, last);
+      last = b.gemm_backward(p + "attn_proj", "attn_proj", pp.attn_gemm, pp.attn_act, proj, last);
+      last = b.gemm_backward(p + "attn_context", "attn_context", pp.attn_gemm, pp.attn_act, context, last);
       last = b.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, softmax_rows, 5 * T * s * h, 3 * T * s * h * ea, last);
-      last = b.gemm_backward(p + "attn_scores", "attn_scores", pp.attn_gemm, scores, last);
-      last = b.gemm_backward(p + "attn_qkv", "attn_qkv", pp.attn_gemm, qkv, last);
+      last = b.gemm_backward(p + "attn_scores", "attn_scores", pp.attn_gemm, pp.attn_act, scores, last);
+      last = b.gemm_backward(p + "attn_qkv", "attn_qkv", pp.attn_gemm, pp.attn_act, qkv, last);
       last = b.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, norm_rows, 8 * T * d, 3 * T * d * ea, last);
       layer_backward_done[l] = last;
     }
