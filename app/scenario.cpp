@@ -44,6 +44,7 @@ const char* to_string(Layout l) { return l == Layout::moda ? "moda" : "inverse";
 namespace {
 
 constexpr const char* kMachineDir = "topologies/machines/";
+constexpr const char* kDeviceDir = "topologies/devices/";
 constexpr const char* kMachineExt = ".json";
 
 // JSON Pointer (RFC 6901) escaping of one reference token.
@@ -98,9 +99,10 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return out;
 }
 
-std::vector<std::string> embedded_machine_names() {
+// The stems of the embedded files directly in `dir` (e.g. the machines or the devices).
+std::vector<std::string> embedded_names(const std::string& dir) {
   std::vector<std::string> names;
-  const std::string dir = kMachineDir, ext = kMachineExt;
+  const std::string ext = kMachineExt;
   for (const auto& [path, text] : embedded_files()) {
     (void)text;
     if (path.size() <= dir.size() + ext.size()) continue;
@@ -198,6 +200,8 @@ class Reader {
       : file_(std::move(file)), ann_prefix_(std::move(ann_prefix)), annotations_(annotations) {}
 
   const std::string& file() const { return file_; }
+  // A reader for a file referenced from this one, whose annotations are recorded under `path`.
+  Reader nested(std::string file, const std::string& path) const { return Reader(std::move(file), ann_prefix_ + path, annotations_); }
 
   [[noreturn]] void fail(const std::string& path, const std::string& expected) const {
     throw ScenarioError(file_, path, expected);
@@ -387,12 +391,65 @@ std::map<Precision, double> read_precision_map(const Reader& r, const json& obj,
   return out;
 }
 
+// An embedded data file by name ("sunway-oceanlight" in topologies/machines/), parsed; fails
+// at `path` with the known names when there is none.
+std::pair<std::string, json> embedded_json(const Reader& r, const json& ref, const std::string& path,
+                                           const std::string& dir, const std::string& what) {
+  const std::vector<std::string> names = embedded_names(dir);
+  std::vector<std::string> quoted_names;
+  for (const auto& n : names) quoted_names.push_back(quoted(n));
+  const std::string choices = names.empty() ? std::string("none are embedded in this build")
+                                            : "embedded under " + dir + ": " + join(quoted_names, ", ");
+  if (!ref.is_string())
+    r.fail(path, "expected a " + what + " name (" + choices + ") or an inline " + what + " object, got " + describe(ref));
+  const std::string name = ref.get<std::string>();
+  const std::string rel = dir + name + kMachineExt;
+  const auto& files = embedded_files();
+  auto it = files.find(rel);
+  if (it == files.end() || name.empty() || name.find('/') != std::string::npos)
+    r.fail(path, "expected the name of a known " + what + " (" + choices + ") or an inline " + what + " object, got " +
+                     quoted(name));
+  const std::string label = "<embedded>/" + rel;
+  return {label, parse_json(it->second, label)};
+}
+
+void read_sources(const Reader& r, const json& obj, const std::string& path) {
+  if (const json* src = Reader::find(obj, "sources")) {
+    const std::string p = child(path, "sources");
+    r.require_object(*src, p, "an object of citations (key -> string)");
+    for (const auto& item : src->items()) r.string_value(item.value(), child(p, item.key()), false);
+  }
+}
+
+// A device: one node's compute and memory (topologies/devices/*.json).
+void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
+  r.require_object(d, path, "a device object");
+  r.check_keys(d, path,
+               {"name", "description", "peak_flops_per_s", "gemm_efficiency", "memory_bandwidth_Bps",
+                "optimizer_memory_bandwidth_Bps", "memory_bytes", "sources"});
+  s.device_name = r.required_string(d, path, "name");
+  r.optional_string(d, path, "description");
+  s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive);
+  s.gemm_efficiency = read_precision_map(r, d, path, "gemm_efficiency", NumKind::fraction);
+  s.memory_bandwidth_Bps = r.required_number(d, path, "memory_bandwidth_Bps", NumKind::positive);
+  s.optimizer_memory_bandwidth_Bps = r.required_number(d, path, "optimizer_memory_bandwidth_Bps", NumKind::positive);
+  s.memory_bytes = r.required_number(d, path, "memory_bytes", NumKind::positive);
+  read_sources(r, d, path);
+}
+
+void read_device(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
+  const std::string dpath = child(path, "device");
+  const json& d = r.require(m, path, "device", "a device name or a device object");
+  if (d.is_object()) return read_device_object(r, d, dpath, s);
+  const auto [label, doc] = embedded_json(r, d, dpath, kDeviceDir, "device");
+  read_device_object(r.nested(label, dpath), doc, "", s);
+}
+
 MachineSpec read_machine_object(const Reader& r, const json& m, const std::string& path) {
   r.require_object(m, path, "a machine object");
   r.check_keys(m, path,
-               {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node",
-                "peak_flops_per_s", "gemm_efficiency", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "noc_Bps",
-                "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
+               {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
+                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
   MachineSpec s;
   s.name = r.required_string(m, path, "name");
   r.enum_value(m, path, "family", {"sunway"}, -1);
@@ -401,46 +458,21 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
   s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
-  s.peak_flops_per_s = read_precision_map(r, m, path, "peak_flops_per_s", NumKind::positive);
-  s.gemm_efficiency = read_precision_map(r, m, path, "gemm_efficiency", NumKind::fraction);
-  s.memory_bandwidth_Bps = r.required_number(m, path, "memory_bandwidth_Bps", NumKind::positive);
-  s.optimizer_memory_bandwidth_Bps = r.required_number(m, path, "optimizer_memory_bandwidth_Bps", NumKind::positive);
-  s.memory_bytes = r.required_number(m, path, "memory_bytes", NumKind::positive);
+  read_device(r, m, path, s);
   s.noc_Bps = r.required_number(m, path, "noc_Bps", NumKind::positive);
   s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
   s.node_injection_Bps = r.required_number(m, path, "node_injection_Bps", NumKind::positive);
   s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
-  if (const json* src = Reader::find(m, "sources")) {
-    const std::string p = child(path, "sources");
-    r.require_object(*src, p, "an object of citations (key -> string)");
-    for (const auto& item : src->items()) r.string_value(item.value(), child(p, item.key()), false);
-  }
+  read_sources(r, m, path);
   return s;
 }
 
-MachineSpec read_machine(const Reader& r, const json& root, std::vector<Annotation>* annotations) {
+MachineSpec read_machine(const Reader& r, const json& root, std::vector<Annotation>*) {
   const std::string path = "/machine";
   const json& m = r.require(root, "", "machine", "a machine name or a machine object");
   if (m.is_object()) return read_machine_object(r, m, path);
-  const std::vector<std::string> names = embedded_machine_names();
-  std::vector<std::string> quoted_names;
-  for (const auto& n : names) quoted_names.push_back(quoted(n));
-  const std::string choices =
-      names.empty() ? std::string("none are embedded in this build")
-                    : "embedded under " + std::string(kMachineDir) + ": " + join(quoted_names, ", ");
-  if (!m.is_string())
-    r.fail(path, "expected a machine name (" + choices + ") or an inline machine object, got " + describe(m));
-  const std::string name = m.get<std::string>();
-  const std::string rel = kMachineDir + name + kMachineExt;
-  const auto& files = embedded_files();
-  auto it = files.find(rel);
-  if (it == files.end() || name.empty() || name.find('/') != std::string::npos)
-    r.fail(path, "expected the name of a known machine (" + choices + ") or an inline machine object, got " +
-                     quoted(name));
-  const std::string label = "<embedded>/" + rel;
-  const json doc = parse_json(it->second, label);
-  Reader mr(label, path, annotations);
-  return read_machine_object(mr, doc, "");
+  const auto [label, doc] = embedded_json(r, m, path, kMachineDir, "machine");
+  return read_machine_object(r.nested(label, path), doc, "");
 }
 
 ModelSpec read_model(const Reader& r, const json& root) {

@@ -13,23 +13,36 @@ RooflineCostModel::RooflineCostModel(DeviceProfile d) : device_(std::move(d)) {
     throw std::invalid_argument("device '" + device_.name + "': optimizer_memory_bandwidth_Bps must be positive");
 }
 
-double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
-  auto peak_it = device_.peak_flops_per_s.find(w.precision);
-  if (peak_it == device_.peak_flops_per_s.end() || peak_it->second <= 0)
-    throw std::invalid_argument("device '" + device_.name + "' has no peak for precision " +
-                                to_string(w.precision));
-  double eff = 1.0;
-  if (w.kernel_class() == KernelClass::gemm) {
-    auto e = device_.gemm_efficiency.find(w.precision);
-    if (e == device_.gemm_efficiency.end())
-      throw std::invalid_argument("device '" + device_.name + "' has no GEMM efficiency for " +
-                                  to_string(w.precision));
-    eff = e->second;
+double DeviceProfile::peak_flops_s(Precision p) const {
+  auto it = peak_flops_per_s.find(p);
+  if (it == peak_flops_per_s.end() || it->second <= 0)
+    throw std::invalid_argument("device '" + name + "' has no peak for precision " + to_string(p));
+  return it->second;
+}
+
+double DeviceProfile::gemm_efficiency_at(Precision p) const {
+  auto it = gemm_efficiency.find(p);
+  if (it == gemm_efficiency.end())
+    throw std::invalid_argument("device '" + name + "' has no GEMM efficiency for " + to_string(p));
+  return it->second;
+}
+
+double DeviceProfile::class_peak(KernelClass c, Precision p) const {
+  switch (c) {
+    case KernelClass::gemm: return peak_flops_s(p);
+    case KernelClass::memory_bound: return memory_bandwidth_Bps;
+    case KernelClass::optimizer_update: return optimizer_memory_bandwidth_Bps;
   }
-  const double t_flops = w.flops / (peak_it->second * eff);
-  const double bandwidth_Bps = w.kernel_class() == KernelClass::optimizer_update ? device_.optimizer_memory_bandwidth_Bps
-                                                                         : device_.memory_bandwidth_Bps;
-  const double t_bytes = w.bytes / bandwidth_Bps;
+  return 0;
+}
+
+double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
+  const double peak = device_.peak_flops_s(w.precision);
+  const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
+  const double t_flops = w.flops / (peak * eff);
+  const double t_bytes = w.bytes / device_.class_peak(w.kernel_class() == KernelClass::gemm ? KernelClass::memory_bound
+                                                                                              : w.kernel_class(),
+                                                      w.precision);
   return std::max(t_flops, t_bytes);
 }
 

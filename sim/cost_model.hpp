@@ -22,6 +22,12 @@ struct DeviceProfile {
   std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
   double memory_bandwidth_Bps = 0;                    // achieved, for memory-bound kernels
   double optimizer_memory_bandwidth_Bps = 0;          // achieved by the optimizer update
+  // The peak at a precision and the best-case GEMM efficiency; throw std::invalid_argument
+  // naming the device when it has none.
+  double peak_flops_s(Precision p) const;
+  double gemm_efficiency_at(Precision p) const;
+  // The rate a kernel class's efficiency is measured against: flop/s for GEMMs, bytes/s otherwise.
+  double class_peak(KernelClass c, Precision p) const;
 };
 
 // time = max(flops / (peak * efficiency), bytes / bandwidth); memory-bound kernels run

@@ -14,6 +14,8 @@ struct MachineSpec {
   int nodes_per_supernode = 256;
   int supernodes = 0;           // how many the machine has
   int core_groups_per_node = 6;
+  // The node's device (topologies/devices/*.json): its compute and memory.
+  std::string device_name;
   std::map<Precision, double> peak_flops_per_s;  // per node
   std::map<Precision, double> gemm_efficiency;
   double memory_bandwidth_Bps = 0;               // achieved DMA bandwidth per node (layer kernels)

@@ -26,11 +26,14 @@ json valid_scenario() {
       "nodes_per_supernode": 256,
       "supernodes": 4,
       "core_groups_per_node": 6,
-      "peak_flops_per_s": {"fp64": 14.0e12, "fp32": 14.0e12, "fp16": 55.0e12},
-      "gemm_efficiency": {"fp32": 0.8, "fp16": 0.7},
-      "memory_bandwidth_Bps": 249.0e9,
-      "optimizer_memory_bandwidth_Bps": 45.0e9,
-      "memory_bytes": 96.0e9,
+      "device": {
+        "name": "test-device",
+        "peak_flops_per_s": {"fp64": 14.0e12, "fp32": 14.0e12, "fp16": 55.0e12},
+        "gemm_efficiency": {"fp32": 0.8, "fp16": 0.7},
+        "memory_bandwidth_Bps": 249.0e9,
+        "optimizer_memory_bandwidth_Bps": 45.0e9,
+        "memory_bytes": 96.0e9
+      },
       "noc_Bps": 200.0e9,
       "upper_level_bandwidth_ratio": 0.1875,
       "node_injection_Bps": {"value": 16.0e9, "source": "fitted to the 1-supernode run", "fitted_on": "case-a"},
@@ -222,10 +225,10 @@ TEST_CASE("scenario error: missing required key") {
 
 TEST_CASE("scenario error: missing fp32 peak") {
   json j = valid_scenario();
-  j["machine"]["peak_flops_per_s"].erase("fp32");
+  j["machine"]["device"]["peak_flops_per_s"].erase("fp32");
   const Caught c = error_of(j);
   CHECK(c.thrown);
-  CHECK(c.path == "/machine/peak_flops_per_s/fp32");
+  CHECK(c.path == "/machine/device/peak_flops_per_s/fp32");
   CHECK(contains(c.message, "missing (expected a positive number)"));
 }
 
@@ -277,10 +280,10 @@ TEST_CASE("scenario error: string where a boolean goes") {
 
 TEST_CASE("scenario error: fraction out of range") {
   json j = valid_scenario();
-  j["machine"]["gemm_efficiency"]["fp32"] = 1.5;
+  j["machine"]["device"]["gemm_efficiency"]["fp32"] = 1.5;
   const Caught c = error_of(j);
   CHECK(c.thrown);
-  CHECK(c.path == "/machine/gemm_efficiency/fp32");
+  CHECK(c.path == "/machine/device/gemm_efficiency/fp32");
   CHECK(contains(c.message, "expected a number in (0, 1], got 1.5"));
 }
 
@@ -451,7 +454,7 @@ TEST_CASE("scenario error: top_k above experts_per_layer") {
 
 TEST_CASE("scenario error: mixed precision on a machine without fp16") {
   json j = valid_scenario();
-  j["machine"]["gemm_efficiency"].erase("fp16");
+  j["machine"]["device"]["gemm_efficiency"].erase("fp16");
   const Caught c = error_of(j);
   CHECK(c.thrown);
   CHECK(c.path == "/training/precision");
@@ -560,5 +563,37 @@ TEST_CASE("scenario error: unreadable file") {
     CHECK(e.file() == path);
     CHECK(e.json_path() == "");
     CHECK(std::string(e.what()).find("readable file") != std::string::npos);
+  }
+}
+
+TEST_CASE("scenario: an embedded machine names its device, whose free parameters are recorded under /machine/device") {
+  json j = valid_scenario();
+  j["machine"] = "sunway-oceanlight";
+  const exasim::Scenario s = exasim::parse_scenario(j.dump(), "t.json");
+  CHECK(s.machine.device_name == "SW26010-Pro");
+  CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == doctest::Approx(55.30e12));
+  bool found = false;
+  for (const auto& a : s.annotations)
+    if (a.json_path == "/machine/device/optimizer_memory_bandwidth_Bps") found = a.fitted_on == "bagualu-table5-174t-fp32";
+  CHECK(found);
+}
+
+TEST_CASE("scenario error: an unknown device name") {
+  json j = valid_scenario();
+  j["machine"]["device"] = "no-such-chip";
+  const Caught c = error_of(j);
+  CHECK(c.thrown);
+  CHECK(c.path == "/machine/device");
+  CHECK(contains(c.message, "sw26010-pro"));
+}
+
+TEST_CASE("scenario: every embedded device file parses, with its sources and assumptions") {
+  for (const char* name : {"sw26010-pro", "v100-sxm2-32gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "tpu-v3"}) {
+    CAPTURE(name);
+    json j = valid_scenario();
+    j["machine"]["device"] = name;
+    const exasim::Scenario s = exasim::parse_scenario(j.dump(), "t.json");
+    CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) > 50e12);
+    CHECK(s.machine.memory_bandwidth_Bps > 200e9);
   }
 }

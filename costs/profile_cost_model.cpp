@@ -1,0 +1,43 @@
+#include "costs/profile_cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace exasim {
+
+std::string ProfileEfficiency::describe() const {
+  return fmt::format("host profile {} ({}, {}, {} BLAS thread(s))", profile_->file.empty() ? "<in memory>" : profile_->file,
+                     profile_->cpu_model, profile_->blas, profile_->blas_threads);
+}
+
+ProfileCostModel::ProfileCostModel(DeviceProfile d, std::shared_ptr<const HostEfficiency> host)
+    : device_(std::move(d)), host_(std::move(host)) {
+  if (!host_) throw std::invalid_argument("ProfileCostModel needs a host efficiency source");
+  if (device_.memory_bandwidth_Bps <= 0)
+    throw std::invalid_argument("device '" + device_.name + "': memory_bandwidth_Bps must be positive");
+  if (device_.optimizer_memory_bandwidth_Bps <= 0)
+    throw std::invalid_argument("device '" + device_.name + "': optimizer_memory_bandwidth_Bps must be positive");
+}
+
+double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
+  const double peak = device_.peak_flops_s(w.precision);
+  const double rel = host_->relative(w.kernel, w.precision, w.shape);
+  if (!(rel > 0 && rel <= 1))
+    throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
+                                       to_string(w.precision), rel));
+  switch (w.kernel_class()) {
+    case KernelClass::gemm:
+      return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel), w.bytes / device_.memory_bandwidth_Bps);
+    case KernelClass::memory_bound:
+      return std::max(w.flops / peak, w.bytes / (device_.memory_bandwidth_Bps * rel));
+    case KernelClass::optimizer_update:
+      return std::max(w.flops / peak, w.bytes / (device_.optimizer_memory_bandwidth_Bps * rel));
+  }
+  return 0;
+}
+
+std::string ProfileCostModel::describe() const { return "profile:" + device_.name; }
+
+}  // namespace exasim

@@ -1,0 +1,57 @@
+// The cost model used by `run`: a compute kernel's time on the target device is its work at
+// the device's published best-case rate, scaled by the host's relative efficiency for the
+// same kernel at the same shape:
+//   GEMM:          flops / (device peak x best-case GEMM efficiency x host relative efficiency)
+//   memory-bound:  bytes / (device bandwidth x host relative efficiency)
+//   optimizer:     bytes / (device optimizer bandwidth x host relative efficiency)
+// (and never faster than the roofline's other bound). The host's relative efficiency is 1 at the
+// shapes where the host's kernels reach their best, so large shapes run at the device's published
+// best case and small, skinny or odd shapes lose what they lose on the host.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "costs/host_profile.hpp"
+#include "sim/cost_model.hpp"
+
+namespace exasim {
+
+// Where the host's relative efficiency comes from (a calibrated profile, or samples taken now).
+class HostEfficiency {
+ public:
+  virtual ~HostEfficiency() = default;
+  // In (0, 1].
+  virtual double relative(Kernel k, Precision p, const KernelShape& s) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Interpolated on a calibrated profile's surfaces.
+class ProfileEfficiency final : public HostEfficiency {
+ public:
+  explicit ProfileEfficiency(std::shared_ptr<const HostProfile> profile) : profile_(std::move(profile)) {}
+  double relative(Kernel k, Precision p, const KernelShape& s) const override {
+    return profile_->relative_efficiency(k, p, s);
+  }
+  std::string describe() const override;
+  const HostProfile& profile() const { return *profile_; }
+
+ private:
+  std::shared_ptr<const HostProfile> profile_;
+};
+
+class ProfileCostModel final : public CostModel {
+ public:
+  ProfileCostModel(DeviceProfile device, std::shared_ptr<const HostEfficiency> host);
+  double compute_time_s(const ComputeWork& w) const override;
+  std::string describe() const override;
+  const DeviceProfile& device() const { return device_; }
+
+ private:
+  DeviceProfile device_;
+  std::shared_ptr<const HostEfficiency> host_;
+};
+
+}  // namespace exasim
