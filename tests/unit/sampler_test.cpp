@@ -1,0 +1,258 @@
+// Sampling and the sample cache, on synthetic timers.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "costs/sample_cache.hpp"
+#include "costs/sampler.hpp"
+#include "kernels/real_kernels.hpp"
+
+using namespace exasim;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A timer that returns the given times in turn (the last one repeated), counting its calls.
+struct Script {
+  std::vector<double> times;
+  int calls = 0;
+  std::function<double()> timer() {
+    return [this] { return times[std::size_t(std::min<int>(calls++, int(times.size()) - 1))]; };
+  }
+};
+
+// A fresh, empty folder for one test case.
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("exasim_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read_all(const fs::path& f) {
+  std::ifstream in(f);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// sample_until_stable
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("sampler: constant times stop at min_iterations converged") {
+  Script s{{0.25}};
+  const SampleStats st = sample_until_stable(s.timer(), SamplerOptions{0.02, 3, 50, 100.0});
+  CHECK(st.iterations == 3);
+  CHECK(s.calls == 3);
+  CHECK(st.converged);
+  CHECK(st.mean_s == 0.25);
+  CHECK(st.rel_stderr == 0);
+
+  // min_iterations 1 still takes 2: one sample has no standard error
+  Script one{{0.25}};
+  const SampleStats st1 = sample_until_stable(one.timer(), SamplerOptions{0.02, 1, 50, 100.0});
+  CHECK(st1.iterations == 2);
+  CHECK(st1.converged);
+}
+
+TEST_CASE("sampler: stops at the iteration where the relative stderr first drops under the target") {
+  // 1.0, 1.2, 0.8, then 1.0 forever: the mean stays 1, the squared deviations add up to 0.08, so
+  // rel. stderr(n) = sqrt(0.08 / (n - 1) / n); under 0.02 first when n (n - 1) > 200, i.e. n = 15
+  // (14 * 13 = 182, 15 * 14 = 210).
+  Script s{{1.0, 1.2, 0.8, 1.0}};
+  const SampleStats st = sample_until_stable(s.timer(), SamplerOptions{0.02, 3, 50, 100.0});
+  CHECK(st.iterations == 15);
+  CHECK(st.converged);
+  CHECK(st.mean_s == doctest::Approx(1.0));
+  CHECK(st.rel_stderr == doctest::Approx(std::sqrt(0.08 / 14 / 15)));
+  CHECK(st.rel_stderr < 0.02);
+
+  // with the target at 0.021 it stops one earlier: sqrt(0.08 / 182) = 0.02097
+  Script s2{{1.0, 1.2, 0.8, 1.0}};
+  CHECK(sample_until_stable(s2.timer(), SamplerOptions{0.021, 3, 50, 100.0}).iterations == 14);
+}
+
+TEST_CASE("sampler: pure alternating noise runs to max_iterations unconverged") {
+  // 1, 3, 1, 3, ...: rel. stderr ~ 0.5 / sqrt(n), under 0.02 only after 600 samples
+  Script s{{}};
+  for (int i = 0; i < 100; ++i) s.times.push_back(i % 2 ? 3.0 : 1.0);
+  const SampleStats st = sample_until_stable(s.timer(), SamplerOptions{0.02, 3, 50, 1e9});
+  CHECK(st.iterations == 50);
+  CHECK(s.calls == 50);
+  CHECK_FALSE(st.converged);
+  CHECK(st.mean_s == 2.0);
+  CHECK(st.rel_stderr == doctest::Approx(std::sqrt(50.0 / 49) / std::sqrt(50.0) / 2));
+}
+
+TEST_CASE("sampler: the time budget stops it") {
+  // 0.25, 0.75, ...: the measured times add up to 2.0 s at the 4th sample
+  Script s{{}};
+  for (int i = 0; i < 100; ++i) s.times.push_back(i % 2 ? 0.75 : 0.25);
+  const SampleStats st = sample_until_stable(s.timer(), SamplerOptions{0.02, 3, 50, 2.0});
+  CHECK(st.iterations == 4);
+  CHECK_FALSE(st.converged);
+  CHECK(st.mean_s == 0.5);
+
+  // a budget smaller than one sample: one sample, no standard error
+  Script big{{5.0}};
+  const SampleStats one = sample_until_stable(big.timer(), SamplerOptions{0.02, 3, 50, 2.0});
+  CHECK(one.iterations == 1);
+  CHECK_FALSE(one.converged);
+  CHECK(std::isinf(one.rel_stderr));
+}
+
+TEST_CASE("sampler: options out of range throw") {
+  Script s{{1.0}};
+  CHECK_THROWS_AS(sample_until_stable(s.timer(), SamplerOptions{0.02, 0, 50, 2.0}), std::invalid_argument);
+  CHECK_THROWS_AS(sample_until_stable(s.timer(), SamplerOptions{0.02, 5, 4, 2.0}), std::invalid_argument);
+  CHECK_THROWS_AS(sample_until_stable(s.timer(), SamplerOptions{-1, 3, 50, 2.0}), std::invalid_argument);
+  CHECK_THROWS_AS(sample_until_stable(s.timer(), SamplerOptions{0.02, 3, 50, 0}), std::invalid_argument);
+  CHECK(s.calls == 0);
+}
+
+namespace {
+// A KernelRun that only counts its runs.
+class CountingRun final : public KernelRun {
+ public:
+  CountingRun() : KernelRun(Kernel::residual_add, {{1, 0, 0}, 1}, Precision::fp32) {}
+  void run() override { ++runs; }
+  std::vector<Buffer> buffers() const override { return {}; }
+  int runs = 0;
+};
+}  // namespace
+
+TEST_CASE("sampler: sample_kernel warms up once untimed then samples run()") {
+  CountingRun r;
+  const SampleStats st = sample_kernel(r, SamplerOptions{0.02, 3, 7, 10.0});
+  CHECK(r.runs == st.iterations + 1);
+  CHECK(st.iterations >= 3);
+  CHECK(st.iterations <= 7);
+  CHECK(st.mean_s >= 0);
+  CHECK(st.mean_s < 1e-3);
+}
+
+// ------------------------------------------------------------------------------------------------
+// SampleCache
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("sample cache: put, save and reload give the samples back") {
+  const fs::path dir = scratch("cache_roundtrip");
+  const fs::path file = dir / "sub" / "samples.json";  // the folder is created by save()
+  {
+    SampleCache c(file);
+    CHECK(c.size() == 0);
+    c.put("a", SampleStats{0.125, 0.01, 7, true});
+    c.put("b", SampleStats{3.5, std::numeric_limits<double>::infinity(), 1, false});
+    c.put("a", SampleStats{0.25, 0.015, 9, true});  // replaces
+    CHECK_FALSE(c.find("c").has_value());
+    c.save();
+  }
+  SampleCache c(file);
+  CHECK(c.size() == 2);
+  const auto a = c.find("a");
+  REQUIRE(a.has_value());
+  CHECK(a->mean_s == 0.25);
+  CHECK(a->rel_stderr == 0.015);
+  CHECK(a->iterations == 9);
+  CHECK(a->converged);
+  const auto b = c.find("b");
+  REQUIRE(b.has_value());
+  CHECK(b->mean_s == 3.5);
+  CHECK(std::isinf(b->rel_stderr));
+  CHECK_FALSE(b->converged);
+  CHECK(read_all(file).find("\"rel_stderr\": null") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sample cache: keys differ by CPU model and precision and shape") {
+  const KernelShape s{{256, 4096, 2048}, 1};
+  const std::string key = sample_key(Kernel::gemm, s, Precision::fp32, "AMD EPYC");
+  CHECK(key == "gemm[256x4096x2048] fp32 on AMD EPYC");
+  CHECK(key != sample_key(Kernel::gemm, s, Precision::fp32, "Intel Xeon"));
+  CHECK(key != sample_key(Kernel::gemm, s, Precision::fp16, "AMD EPYC"));
+  CHECK(key != sample_key(Kernel::gemm, KernelShape{{256, 4096, 2048}, 2}, Precision::fp32, "AMD EPYC"));
+  CHECK(key != sample_key(Kernel::gemm, KernelShape{{256, 4096, 1024}, 1}, Precision::fp32, "AMD EPYC"));
+  CHECK(sample_key(Kernel::softmax, {{64, 128, 0}, 1}, Precision::fp32, "x") !=
+        sample_key(Kernel::layer_norm, {{64, 128, 0}, 1}, Precision::fp32, "x"));
+  CHECK_FALSE(host_cpu_model().empty());
+}
+
+TEST_CASE("sample cache: a malformed file's error names the file") {
+  const fs::path dir = scratch("cache_malformed");
+  const auto error_of = [&](const std::string& text) -> std::string {
+    const fs::path f = dir / "bad.json";
+    std::ofstream(f) << text;
+    try {
+      SampleCache c(f);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "(no throw)";
+  };
+  const std::string where = "sample cache " + (dir / "bad.json").string() + ": ";
+  CHECK(error_of("{ not json").rfind(where, 0) == 0);
+  CHECK(error_of("[]").rfind(where + "not a sample cache", 0) == 0);
+  const std::string v2 = R"({"format": "exasim-sample-cache", "version": 2, "samples": {}})";
+  CHECK(error_of(v2).rfind(where + "version 2", 0) == 0);
+  const std::string missing = R"({"format": "exasim-sample-cache", "version": 1, "samples": {"k": {"mean_s": 1}}})";
+  CHECK(error_of(missing).rfind(where, 0) == 0);
+  CHECK(error_of(R"({"format": "exasim-sample-cache", "version": 1, "samples": {}})") == "(no throw)");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sample cache: save replaces the file whole (temp file and rename)") {
+  const fs::path dir = scratch("cache_atomic");
+  const fs::path file = dir / "samples.json";
+  SampleCache c(file);
+  c.put("old", SampleStats{1, 0.01, 3, true});
+  c.save();
+  const std::string old_text = read_all(file);
+
+  // A reader that opened the old file keeps reading the old file whole: save() wrote a new file
+  // and renamed it over the old name; it did not truncate and rewrite the old one in place.
+  std::ifstream reader(file);
+  for (int i = 0; i < 2000; ++i) c.put("new" + std::to_string(i), SampleStats{2, 0.01, 3, true});
+  c.save();
+  std::stringstream seen;
+  seen << reader.rdbuf();
+  CHECK(seen.str() == old_text);
+  CHECK(SampleCache(file).size() == 2001);
+  // no temporary file left beside it
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename() == "samples.json" ? 1 : 100;
+  CHECK(entries == 1);
+
+  // a file that cannot be written: the error names it, the old file stays as it was
+  const fs::path blocked = dir / "blocked" / "samples.json";
+  fs::create_directories(blocked.parent_path());
+  SampleCache b(blocked);
+  b.put("x", SampleStats{1, 0.01, 3, true});
+  b.save();
+  fs::permissions(blocked.parent_path(), fs::perms::owner_read | fs::perms::owner_exec);
+  b.put("y", SampleStats{1, 0.01, 3, true});
+  if (::access(blocked.parent_path().c_str(), W_OK) != 0) {  // (root can write anyway)
+    try {
+      b.save();
+      FAIL("save() did not throw");
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()).find(blocked.string()) != std::string::npos);
+    }
+    CHECK(SampleCache(blocked).size() == 1);
+  }
+  fs::permissions(blocked.parent_path(), fs::perms::owner_all);
+  fs::remove_all(dir);
+}
