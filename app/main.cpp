@@ -1,8 +1,11 @@
 // exasim command line: run a scenario, validate against published cases, list scenarios.
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -11,6 +14,10 @@
 #include "app/embedded.hpp"
 #include "app/output.hpp"
 #include "app/pipeline.hpp"
+#include "app/profiles.hpp"
+#include "costs/calibrate.hpp"
+#include "costs/sampled_efficiency.hpp"
+#include "kernels/real_kernels.hpp"
 #include "app/scenario.hpp"
 #include "app/validate.hpp"
 
@@ -22,12 +29,20 @@ const char* kDefaultScenario = "scenarios/bagualu-14.5t-mixed.json";
 
 int usage(int code) {
   std::cerr << "usage:\n"
-               "  exasim run [SCENARIO.json] [--out DIR] [--fidelity folded|exhaustive]\n"
+               "  exasim run [SCENARIO.json] [--out DIR] [--fidelity folded|exhaustive] [--profile FILE]\n"
                "      runs a scenario (default: the embedded "
             << kDefaultScenario
             << ");\n"
                "      writes DIR/report.json and DIR/runstats.json (default DIR: out/<scenario name>)\n"
-               "  exasim validate [--json]   compares predictions with published measurements\n"
+               "      --profile: the host profile that costs the compute (default: the shipped "
+            << kDefaultHostProfile
+            << ")\n"
+               "      --sample: measure this host's kernels now on the step's exact shapes (cached in\n"
+               "      --cache FILE, default ~/.cache/exasim/samples.json) instead of the profile's grid\n"
+               "  exasim calibrate [--quick] [--out FILE] [--cache FILE] [--threads N (default 1)]\n"
+               "      measures this host's kernels into a host profile (default FILE: profiles/host-<cpu>.json)\n"
+               "  exasim validate [--json] [--profile FILE]\n"
+               "      compares predictions with published measurements\n"
                "  exasim list                lists the embedded scenarios\n";
   return code;
 }
@@ -47,10 +62,17 @@ Scenario load(const std::string& arg) {
 }
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string scenario_arg, out_dir, fidelity;
+  std::string scenario_arg, out_dir, fidelity, profile, cache_file;
+  bool sample = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out" && i + 1 < args.size())
       out_dir = args[++i];
+    else if (args[i] == "--profile" && i + 1 < args.size())
+      profile = args[++i];
+    else if (args[i] == "--sample")
+      sample = true;
+    else if (args[i] == "--cache" && i + 1 < args.size())
+      cache_file = args[++i];
     else if (args[i] == "--fidelity" && i + 1 < args.size())
       fidelity = args[++i];
     else if (!args[i].empty() && args[i][0] == '-')
@@ -71,7 +93,16 @@ int cmd_run(const std::vector<std::string>& args) {
   else if (!fidelity.empty())
     throw ScenarioError("--fidelity", "", "folded or exhaustive, got '" + fidelity + "'");
   if (out_dir.empty()) out_dir = "out/" + sc.name;
-  const Prediction p = predict(sc);
+  PredictOptions po;
+  std::shared_ptr<SampleCache> cache;
+  if (sample) {
+    cache = std::make_shared<SampleCache>(cache_file.empty() ? default_cache_path() : cache_file);
+    po.host = std::make_shared<SampledEfficiency>(load_host_profile(profile), SamplerOptions{}, ScalingLimits{}, cache);
+  } else {
+    po.host = std::make_shared<ProfileEfficiency>(load_host_profile(profile));
+  }
+  const Prediction p = predict(sc, po);
+  if (cache) cache->save();
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -85,17 +116,73 @@ int cmd_run(const std::vector<std::string>& args) {
 
 int cmd_validate(const std::vector<std::string>& args) {
   bool as_json = false;
-  for (auto& a : args) {
-    if (a == "--json")
+  std::string profile;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--json")
       as_json = true;
+    else if (args[i] == "--profile" && i + 1 < args.size())
+      profile = args[++i];
     else
       return usage(2);
   }
-  const auto rows = run_validation();
+  PredictOptions po;
+  po.host = std::make_shared<ProfileEfficiency>(load_host_profile(profile));
+  const auto rows = run_validation(po);
   if (as_json)
     std::cout << rows.dump(2) << "\n";
   else
     std::cout << validation_table(rows);
+  return 0;
+}
+
+int cmd_calibrate(const std::vector<std::string>& args) {
+  bool quick = false;
+  std::string out, cache_file;
+  // One BLAS thread by default: on a small host shared with other work one core measures far
+  // more steadily than all of them, and the profile's efficiencies are relative anyway.
+  int threads = 1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--quick")
+      quick = true;
+    else if (args[i] == "--out" && i + 1 < args.size())
+      out = args[++i];
+    else if (args[i] == "--cache" && i + 1 < args.size())
+      cache_file = args[++i];
+    else if (args[i] == "--threads" && i + 1 < args.size())
+      threads = std::atoi(args[++i].c_str());
+    else
+      return usage(2);
+  }
+  if (threads < 1) throw ProfileError("--threads", "", "a positive number of BLAS threads");
+  set_blas_threads(threads);
+  if (out.empty()) out = default_profile_path(host_cpu_model());
+  const CalibrationPlan plan = quick ? quick_calibration() : full_calibration();
+  std::unique_ptr<SampleCache> cache;
+  if (!cache_file.empty()) cache = std::make_unique<SampleCache>(cache_file);
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool tty = isatty(fileno(stderr));
+  std::string last_kernel;
+  const HostProfile hp = calibrate_host(plan, cache.get(), [&](const std::string& what, size_t done, size_t total) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string kernel = what.substr(0, what.find('['));
+    if (tty)
+      std::cerr << fmt::format("\rcalibrate: {:4}/{} {:<40} {:6.1f} s", done, total, what, el) << std::flush;
+    else if (kernel != last_kernel || done == total)
+      std::cerr << fmt::format("calibrate: {:4}/{} {} ({:.1f} s)\n", done, total, what, el);
+    last_kernel = kernel;
+  });
+  if (tty) std::cerr << "\n";
+  if (cache) cache->save();
+  const auto slash = out.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : out.substr(0, slash);
+  const std::string name = slash == std::string::npos ? out : out.substr(slash + 1);
+  write_files_atomically(dir, {{name, host_profile_json(hp)}});
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << fmt::format("wrote {}: {} ({} BLAS thread(s)), {} kernel shapes in {:.1f} s\n", out, hp.cpu_model,
+                           hp.blas_threads, plan.samples(), wall_s);
+  for (const auto& [key, peak] : hp.peaks)
+    std::cout << fmt::format("  peak {:<17} {}  {:.4g} {}\n", to_string(key.first), to_string(key.second), peak,
+                             key.first == KernelClass::gemm ? "flop/s" : "B/s");
   return 0;
 }
 
@@ -114,10 +201,14 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return cmd_run(args);
     if (cmd == "validate") return cmd_validate(args);
+    if (cmd == "calibrate") return cmd_calibrate(args);
     if (cmd == "list") return cmd_list();
     if (cmd == "--help" || cmd == "-h" || cmd == "help") return usage(0);
     return usage(2);
   } catch (const ScenarioError& e) {
+    std::cerr << "exasim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const ProfileError& e) {
     std::cerr << "exasim: error: " << e.what() << "\n";
     return 2;
   } catch (const DoesNotFitError& e) {

@@ -7,13 +7,13 @@
 
 namespace exasim {
 
-Prediction predict(const Scenario& sc) {
+Prediction predict(const Scenario& sc, const PredictOptions& o) {
   Prediction p;
   p.scenario = sc;
   const MachineSpec& m = sc.machine;
   if (m.family != "sunway") throw ScenarioError(sc.file, "/machine/family", "\"sunway\" (the only family so far)");
   SunwayNetwork net(m, Precision::fp32);
-  RooflineCostModel cost(device_profile_of(m));
+  const ProfileCostModel cost(device_profile_of(m), o.host);
   p.cost_model = cost.describe();
   p.workload = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
   EngineOptions opt;
@@ -22,6 +22,8 @@ Prediction predict(const Scenario& sc) {
   const SimulatedRank& slow = slowest_rank(p.sim);
   p.breakdown = breakdown_of(p.workload.workload.graph, slow);
   p.critical = critical_path(p.workload.workload.graph, slow);
+  p.compute_use = compute_by_kernel_class(p.workload.workload.graph, cost, cost.device());
+  p.host_efficiency = o.host->describe();
   p.step_time_s = p.sim.step_time_s;
   const double ranks = p.workload.placement.ranks;
   p.executed_flops = p.workload.executed_flops_per_rank * ranks;
@@ -93,7 +95,17 @@ nlohmann::json report_json(const Prediction& p) {
                   {"share", c.seconds / p.step_time_s}});
   }
   r["critical_path"] = cp;
-  r["cost_model"] = p.cost_model;
+  json classes = json::array();
+  for (const KernelClassUse& u : p.compute_use)
+    classes.push_back({{"kernel_class", to_string(u.kernel_class)},
+                       {"time_s", u.time_s},
+                       {"flops", u.flops},
+                       {"bytes", u.bytes},
+                       {"mean_efficiency", u.mean_efficiency}});
+  r["cost_model"] = {{"name", p.cost_model},
+                     {"device", sc.machine.device_name},
+                     {"host_efficiency", p.host_efficiency},
+                     {"compute_by_kernel_class", classes}};
   json ann = json::array();
   for (const auto& a : sc.annotations) {
     json x{{"json_path", a.json_path}, {"value", a.value}, {"kind", a.kind}, {"reason", a.reason}};
@@ -147,6 +159,10 @@ std::string summary_text(const Prediction& p) {
   s += fmt::format("  memory per node    {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f})\n",
                    m.total_bytes() / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,
                    m.gradients_bytes / 1e9, m.optimizer_state_bytes / 1e9, m.activations_bytes / 1e9);
+  s += fmt::format("  compute costs      {} mapped onto {}\n", p.host_efficiency, sc.machine.device_name);
+  for (const KernelClassUse& u : p.compute_use)
+    s += fmt::format("    {:<24} {:9.4f} s  mean efficiency {:5.1f} % of the device's {}\n", to_string(u.kernel_class),
+                     u.time_s, 100 * u.mean_efficiency, u.kernel_class == KernelClass::gemm ? "peak" : "bandwidth");
   s += "  critical path, top items:\n";
   for (size_t i = 0; i < p.critical.size() && i < 5; ++i)
     s += fmt::format("    {:<32} {:<9} {:9.4f} s\n", p.critical[i].label, p.critical[i].phase, p.critical[i].seconds);

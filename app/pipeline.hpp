@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/scenario.hpp"
+#include "costs/profile_cost_model.hpp"
 #include "models/moe_transformer.hpp"
 #include "sim/analysis.hpp"
 #include "sim/engine.hpp"
@@ -19,6 +20,8 @@ struct Prediction {
   Breakdown breakdown;
   std::vector<CriticalItem> critical;
   std::string cost_model;
+  std::string host_efficiency;  // where the host's relative efficiencies came from
+  std::vector<KernelClassUse> compute_use;  // one rank's compute per kernel class
   double step_time_s = 0;
   double executed_flops = 0;
   double model_flops = 0;
@@ -27,8 +30,13 @@ struct Prediction {
   double tokens_per_s = 0;
 };
 
+struct PredictOptions {
+  // The host's relative kernel efficiencies that the profile cost model maps onto the device.
+  std::shared_ptr<const HostEfficiency> host;
+};
+
 // Throws ScenarioError, DoesNotFitError or std::runtime_error (engine).
-Prediction predict(const Scenario& sc);
+Prediction predict(const Scenario& sc, const PredictOptions& o);
 
 nlohmann::json report_json(const Prediction& p);
 std::string summary_text(const Prediction& p);

@@ -27,7 +27,7 @@ const std::string& embedded(const std::string& path) {
 }
 // SimGrid allows one engine per process: each scenario runs in a child process that sends
 // back its sustained PFLOPS (or its error) through a pipe.
-double predict_in_child(const Scenario& sc) {
+double predict_in_child(const Scenario& sc, const PredictOptions& o) {
   int fd[2];
   if (pipe(fd) != 0) throw std::runtime_error("validate: pipe() failed");
   std::fflush(nullptr);
@@ -37,7 +37,7 @@ double predict_in_child(const Scenario& sc) {
     close(fd[0]);
     std::string msg;
     try {
-      msg = fmt::format("ok {:a}", predict(sc).sustained_pflops);
+      msg = fmt::format("ok {:a}", predict(sc, o).sustained_pflops);
     } catch (const std::exception& e) {
       msg = std::string("error ") + e.what();
     }
@@ -59,7 +59,7 @@ double predict_in_child(const Scenario& sc) {
 
 }  // namespace
 
-nlohmann::json run_validation() {
+nlohmann::json run_validation(const PredictOptions& o) {
   using nlohmann::json;
   json rows = json::array();
   std::map<std::string, double> predicted_by_scenario;  // one run per scenario file
@@ -95,7 +95,7 @@ nlohmann::json run_validation() {
         auto it = predicted_by_scenario.find(sp);
         if (it == predicted_by_scenario.end()) {
           fmt::print(stderr, "validate: running {} ...\n", sp);
-          it = predicted_by_scenario.emplace(sp, predict_in_child(sc)).first;
+          it = predicted_by_scenario.emplace(sp, predict_in_child(sc, o)).first;
         }
         predicted = it->second;
       }

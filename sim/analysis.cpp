@@ -95,4 +95,28 @@ std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank&
   return items;
 }
 
+std::vector<KernelClassUse> compute_by_kernel_class(const StepGraph& g, const CostModel& cost,
+                                                    const DeviceProfile& device) {
+  std::map<KernelClass, KernelClassUse> use;
+  std::map<KernelClass, double> capacity;  // sum of time x class peak
+  for (OpId v = 0; v < boost::num_vertices(g); ++v) {
+    const auto* w = std::get_if<ComputeWork>(&g[v].work);
+    if (!w) continue;
+    const double t = cost.compute_time_s(*w);
+    KernelClassUse& u = use[w->kernel_class()];
+    u.kernel_class = w->kernel_class();
+    u.time_s += t;
+    u.flops += w->flops;
+    u.bytes += w->bytes;
+    capacity[w->kernel_class()] += t * device.class_peak(w->kernel_class(), w->precision);
+  }
+  std::vector<KernelClassUse> out;
+  for (auto& [c, u] : use) {
+    const double work = c == KernelClass::gemm ? u.flops : u.bytes;
+    u.mean_efficiency = capacity[c] > 0 ? work / capacity[c] : 0;
+    out.push_back(u);
+  }
+  return out;
+}
+
 }  // namespace exasim

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 
 namespace exasim {
@@ -31,6 +32,17 @@ struct CriticalItem {
 // Walks back from the rank's last op through the latest-finishing predecessor; sums each
 // op's time from ready to end by label; largest first.
 std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r);
+
+// One rank's compute per kernel class, as the cost model costs it: the time, the work, and the
+// mean efficiency against the device's class peak (GEMMs: flops over time x peak flop/s of
+// their precision; the others: bytes over time x the class bandwidth).
+struct KernelClassUse {
+  KernelClass kernel_class = KernelClass::gemm;
+  double time_s = 0, flops = 0, bytes = 0;
+  double mean_efficiency = 0;
+};
+std::vector<KernelClassUse> compute_by_kernel_class(const StepGraph& g, const CostModel& cost,
+                                                    const DeviceProfile& device);
 
 // The simulated rank that finished last.
 const SimulatedRank& slowest_rank(const SimResult& res);

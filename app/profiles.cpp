@@ -1,0 +1,43 @@
+#include "app/profiles.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "app/embedded.hpp"
+
+namespace exasim {
+
+std::shared_ptr<const HostProfile> load_host_profile(const std::string& arg) {
+  const std::string name = arg.empty() ? kDefaultHostProfile : arg;
+  if (FILE* f = std::fopen(name.c_str(), "r")) {
+    std::fclose(f);
+    return std::make_shared<const HostProfile>(load_host_profile_file(name));
+  }
+  const auto& files = embedded_files();
+  for (const std::string& key : {name, "profiles/" + name, "profiles/" + name + ".json"}) {
+    auto it = files.find(key);
+    if (it != files.end()) return std::make_shared<const HostProfile>(parse_host_profile(it->second, "<embedded>/" + key));
+  }
+  std::string known;
+  for (const auto& [path, text] : files)
+    if (path.rfind("profiles/", 0) == 0) known += (known.empty() ? "" : ", ") + path;
+  throw ProfileError(name, "", "cannot read the file, and no embedded profile has that name (embedded: " +
+                                   (known.empty() ? std::string("none") : known) + ")");
+}
+
+std::string default_cache_path() {
+  namespace fs = std::filesystem;
+  fs::path base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    base = fs::path(h) / ".cache";
+  else
+    base = ".";
+  const fs::path dir = base / "exasim";
+  fs::create_directories(dir);
+  return (dir / "samples.json").string();
+}
+
+}  // namespace exasim

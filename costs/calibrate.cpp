@@ -1,0 +1,165 @@
+#include "costs/calibrate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "costs/measure.hpp"
+#include "kernels/real_kernels.hpp"
+
+namespace exasim {
+
+namespace {
+
+std::vector<double> powers(double from, double to, double factor) {
+  std::vector<double> v;
+  for (double x = from; x <= to * 1.0001; x *= factor) v.push_back(x);
+  return v;
+}
+
+// All grid points of a kernel's axes, row-major (last axis fastest).
+std::vector<KernelShape> grid_shapes(const std::vector<std::vector<double>>& axes) {
+  std::vector<KernelShape> out(1);
+  for (size_t d = 0; d < axes.size(); ++d) {
+    std::vector<KernelShape> next;
+    for (const KernelShape& s : out)
+      for (double x : axes[d]) {
+        KernelShape t = s;
+        t.dims[d] = std::int64_t(x);
+        next.push_back(t);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+double rate_of(Kernel k, const KernelShape& s, Precision p, double time_s) {
+  const NominalWork w = nominal_work(k, s, p);
+  return (kernel_class(k) == KernelClass::gemm ? w.flops : w.bytes) / time_s;
+}
+
+}  // namespace
+
+size_t CalibrationPlan::samples() const {
+  size_t n = 0;
+  for (const auto& [k, ax] : axes) n += grid_shapes(ax).size() * profiled_precisions(k).size();
+  return n;
+}
+
+CalibrationPlan quick_calibration() {
+  CalibrationPlan p;
+  p.name = "quick";
+  p.sampler.rel_stderr_target = 0.05;
+  p.sampler.min_iterations = 3;
+  p.sampler.max_iterations = 10;
+  p.sampler.max_total_s = 0.15;
+  p.limits.max_flops = 0.4e9;
+  p.limits.max_bytes = 96e6;
+  p.limits.min_bytes = 64e6;  // twice this host's 32 MiB L3: the DRAM-bound regime
+  const auto g = powers(16, 8192, 8);  // 16, 128, 1024, 8192
+  p.axes[Kernel::gemm] = {g, g, g};
+  p.axes[Kernel::softmax] = {powers(256, 262144, 32), powers(16, 8192, 8)};
+  p.axes[Kernel::layer_norm] = {powers(256, 262144, 32), powers(16, 8192, 8)};
+  p.axes[Kernel::gate_topk] = {powers(256, 262144, 32), powers(16, 4096, 16), {1, 2}};
+  p.axes[Kernel::token_permute] = {powers(256, 262144, 32), powers(128, 8192, 8)};
+  const auto n = powers(4096, 268435456, 16);  // 2^12 .. 2^28 elements
+  p.axes[Kernel::gelu] = {n};
+  p.axes[Kernel::residual_add] = {n};
+  p.axes[Kernel::adam] = {n};
+  return p;
+}
+
+CalibrationPlan full_calibration() {
+  CalibrationPlan p;
+  p.name = "full";
+  p.limits.max_flops = 2e9;
+  p.limits.max_bytes = 256e6;
+  p.limits.min_bytes = 64e6;
+  const auto g = powers(16, 16384, 4);  // 16 .. 16,384
+  p.axes[Kernel::gemm] = {g, g, g};
+  p.axes[Kernel::softmax] = {powers(64, 262144, 8), powers(16, 16384, 4)};
+  p.axes[Kernel::layer_norm] = {powers(64, 262144, 8), powers(16, 16384, 4)};
+  p.axes[Kernel::gate_topk] = {powers(64, 262144, 8), powers(16, 16384, 4), {1, 2, 4}};
+  p.axes[Kernel::token_permute] = {powers(64, 262144, 8), powers(64, 16384, 4)};
+  const auto n = powers(1024, 268435456, 4);  // 2^10 .. 2^28 elements
+  p.axes[Kernel::gelu] = {n};
+  p.axes[Kernel::residual_add] = {n};
+  p.axes[Kernel::adam] = {n};
+  return p;
+}
+
+HostProfile calibrate_host(const CalibrationPlan& plan, SampleCache* cache, const CalibrationProgress& progress) {
+  HostProfile hp;
+  hp.cpu_model = host_cpu_model();
+  hp.blas = blas_description();
+  hp.blas_threads = blas_threads();
+  hp.created_by = fmt::format("exasim calibrate{}", plan.name == "quick" ? " --quick" : "");
+  hp.stand_ins[Precision::fp16] = {
+      Precision::fp32,
+      "this host has no half-precision GEMM (its BLAS exports no sbgemm/shgemm, its CPU no FP16/BF16 vector units): "
+      "fp16 kernels are measured as fp32 on the same shapes; the cost model uses only relative efficiency at a shape"};
+  const size_t total = plan.samples();
+  size_t done = 0;
+  // Measure every point; rates first, efficiencies once the class peaks are known.
+  std::map<std::pair<Kernel, Precision>, std::vector<double>> rates;
+  for (const auto& [kernel, axes] : plan.axes) {
+    for (Precision p : profiled_precisions(kernel)) {
+      EfficiencySurface s;
+      s.kernel = kernel;
+      s.precision = p;
+      s.axes = axes;
+      std::vector<double>& r = rates[{kernel, p}];
+      for (const KernelShape& shape : grid_shapes(axes)) {
+        const KernelMeasurement m = measure_kernel(kernel, shape, p, plan.sampler, plan.limits, cache);
+        ProfilePoint pt;
+        pt.shape = shape;
+        pt.time_s = m.time_s;
+        pt.measured_shape = m.measured_shape;
+        pt.scale_factor = m.factor;
+        pt.iterations = m.stats.iterations;
+        pt.rel_stderr = m.stats.rel_stderr;
+        s.points.push_back(pt);
+        r.push_back(rate_of(kernel, shape, p, m.time_s));
+        if (progress) progress(fmt::format("{} {}", describe(kernel, shape), to_string(p)), ++done, total);
+      }
+      hp.surfaces[{kernel, p}] = std::move(s);
+    }
+  }
+  // Class peaks: the best rate of the class at each precision. For the memory-bound classes only
+  // points that ran out of DRAM count (cache-resident ones can beat DRAM bandwidth; their
+  // efficiency then exceeds 1 and the cost model caps it).
+  for (auto& [key, s] : hp.surfaces) {
+    const KernelClass c = kernel_class(key.first);
+    double& peak = hp.peaks[{c, key.second}];
+    const auto& r = rates[key];
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      const bool counts = c == KernelClass::gemm ||
+                          nominal_work(key.first, s.points[i].measured_shape, key.second).bytes >= plan.limits.min_bytes;
+      if (counts) peak = std::max(peak, r[i]);
+    }
+  }
+  for (auto& [key, s] : hp.surfaces) {
+    double peak = hp.peaks.at({kernel_class(key.first), key.second});
+    if (peak <= 0) {  // no DRAM-resident point in the grid: fall back on the best of all
+      for (double x : rates[key]) peak = std::max(peak, x);
+      hp.peaks[{kernel_class(key.first), key.second}] = peak;
+    }
+    for (size_t i = 0; i < s.points.size(); ++i) s.points[i].efficiency = rates[key][i] / peak;
+  }
+  return hp;
+}
+
+std::string default_profile_path(const std::string& cpu_model) {
+  std::string slug;
+  for (char c : cpu_model) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      slug += char(std::tolower(static_cast<unsigned char>(c)));
+    else if (!slug.empty() && slug.back() != '-')
+      slug += '-';
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  return "profiles/host-" + (slug.empty() ? std::string("unknown") : slug) + ".json";
+}
+
+}  // namespace exasim

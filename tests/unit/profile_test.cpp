@@ -1,0 +1,193 @@
+// Host profiles: the efficiency surface's interpolation, the file's checks and their messages,
+// and the profile cost model's mapping onto a device.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "costs/host_profile.hpp"
+#include "costs/profile_cost_model.hpp"
+
+using namespace exasim;
+using json = nlohmann::json;
+
+namespace {
+
+// A profile whose every surface is a 2-point grid per dim; efficiency `low` at the small
+// corner of every dim and 1 elsewhere (so the large shapes run at the class peak).
+HostProfile synthetic_profile(double low = 0.25) {
+  HostProfile hp;
+  hp.cpu_model = "Test CPU";
+  hp.blas = "none";
+  hp.stand_ins[Precision::fp16] = {Precision::fp32, "test"};
+  for (Kernel k : all_kernels)
+    for (Precision p : profiled_precisions(k)) {
+      hp.peaks[{kernel_class(k), p}] = kernel_class(k) == KernelClass::gemm ? 1e11 : 1e10;
+      EfficiencySurface s;
+      s.kernel = k;
+      s.precision = p;
+      const int rank = shape_rank(k);
+      for (int d = 0; d < rank; ++d) s.axes.push_back({16, 1024});
+      const int n = 1 << rank;
+      for (int i = 0; i < n; ++i) {
+        ProfilePoint pt;
+        bool all_small = true;
+        for (int d = 0; d < rank; ++d) {
+          const bool upper = (i >> (rank - 1 - d)) & 1;  // row-major: last dim fastest
+          pt.shape.dims[d] = upper ? 1024 : 16;
+          all_small = all_small && !upper;
+        }
+        pt.measured_shape = pt.shape;
+        pt.time_s = 1e-3;
+        pt.efficiency = all_small ? low : 1.0;
+        s.points.push_back(pt);
+      }
+      hp.surfaces[{k, p}] = s;
+    }
+  return hp;
+}
+
+json synthetic_json() { return json::parse(host_profile_json(synthetic_profile())); }
+
+std::string error_of(const json& j) {
+  try {
+    parse_host_profile(j.dump(), "bad-profile.json");
+  } catch (const ProfileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+KernelShape shape(std::int64_t a, std::int64_t b = 0, std::int64_t c = 0) { return {{a, b, c}, 1}; }
+
+}  // namespace
+
+TEST_CASE("host profile: a surface interpolates in log space and holds its edge values outside the grid") {
+  const HostProfile hp = synthetic_profile(0.25);
+  const EfficiencySurface& gelu = hp.surface(Kernel::gelu, Precision::fp32);
+  CHECK(gelu.lookup(shape(16)) == doctest::Approx(0.25));
+  CHECK(gelu.lookup(shape(1024)) == doctest::Approx(1.0));
+  // 128 is halfway between 16 and 1024 in log2 (4, 7, 10): the log-mean of 0.25 and 1
+  CHECK(gelu.lookup(shape(128)) == doctest::Approx(0.5));
+  CHECK(gelu.lookup(shape(2)) == doctest::Approx(0.25));       // below the grid: the edge
+  CHECK(gelu.lookup(shape(1 << 30)) == doctest::Approx(1.0));  // above: saturated
+  // GEMM: only the all-small corner is slow; one large dim suffices for full efficiency
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(16, 16, 16)) == doctest::Approx(0.25));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(16, 1024, 16)) == doctest::Approx(1.0));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(128, 16, 16)) == doctest::Approx(0.5));
+  // a batch of GEMMs runs at one GEMM's efficiency
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, {{16, 16, 16}, 64}) == doctest::Approx(0.25));
+  // fp16 goes through its stand-in (fp32's surface)
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp16, shape(16, 16, 16)) == doctest::Approx(0.25));
+}
+
+TEST_CASE("host profile: efficiencies above the class peak (cache-resident shapes) count as 1") {
+  HostProfile hp = synthetic_profile();
+  hp.surfaces.at({Kernel::residual_add, Precision::fp32}).points[0].efficiency = 3.0;
+  CHECK(hp.relative_efficiency(Kernel::residual_add, Precision::fp32, shape(16)) == 1.0);
+}
+
+TEST_CASE("host profile: the file round-trips") {
+  const HostProfile a = synthetic_profile(0.3);
+  const HostProfile b = parse_host_profile(host_profile_json(a), "p.json");
+  CHECK(b.cpu_model == "Test CPU");
+  CHECK(b.file == "p.json");
+  CHECK(b.peaks == a.peaks);
+  CHECK(b.measured_precision(Precision::fp16) == Precision::fp32);
+  for (Kernel k : all_kernels)
+    CHECK(b.relative_efficiency(k, Precision::fp32, shape(16, 16, 1)) ==
+          doctest::Approx(a.relative_efficiency(k, Precision::fp32, shape(16, 16, 1))));
+  CHECK(host_profile_json(b) == host_profile_json(a));  // deterministic text
+}
+
+TEST_CASE("host profile error: a missing kernel class peak") {
+  json j = synthetic_json();
+  j["peaks"].erase("memory_bound");
+  const std::string e = error_of(j);
+  CHECK(contains(e, "bad-profile.json"));
+  CHECK(contains(e, "/peaks/memory_bound"));
+  CHECK(contains(e, "memory_bound class's peaks"));
+}
+
+TEST_CASE("host profile error: a peak in the wrong unit") {
+  json j = synthetic_json();
+  j["peaks"]["memory_bound"]["fp32"] = {{"peak_GBps", 12.0}};
+  const std::string e = error_of(j);
+  CHECK(contains(e, "/peaks/memory_bound/fp32/peak_GBps"));
+  CHECK(contains(e, "\"peak_Bps\""));
+  CHECK(contains(e, "bytes/s"));
+  j = synthetic_json();
+  j["peaks"]["gemm"]["fp64"] = {{"peak_Bps", 1e11}};
+  CHECK(contains(error_of(j), "flop/s"));
+  j = synthetic_json();
+  j["kernels"][0]["points"][0]["time_ms"] = 1.0;
+  CHECK(contains(error_of(j), "/kernels/0/points/0/time_ms"));
+}
+
+TEST_CASE("host profile error: a kernel missing at a precision") {
+  json j = synthetic_json();
+  for (size_t i = 0; i < j["kernels"].size(); ++i)
+    if (j["kernels"][i]["kernel"] == "softmax" && j["kernels"][i]["precision"] == "fp64") {
+      j["kernels"].erase(i);
+      break;
+    }
+  const std::string e = error_of(j);
+  CHECK(contains(e, "/kernels"));
+  CHECK(contains(e, "expected an entry for kernel \"softmax\" at fp64"));
+}
+
+TEST_CASE("host profile error: grids must be complete and in order; values positive") {
+  json j = synthetic_json();
+  j["kernels"][0]["points"].erase(size_t(0));
+  CHECK(contains(error_of(j), "points (the full grid)"));
+  j = synthetic_json();
+  std::swap(j["kernels"][0]["points"][0], j["kernels"][0]["points"][1]);
+  CHECK(contains(error_of(j), "row-major grid order"));
+  j = synthetic_json();
+  j["kernels"][0]["points"][0]["efficiency"] = 0;
+  CHECK(contains(error_of(j), "/kernels/0/points/0/efficiency"));
+  j = synthetic_json();
+  j["kernels"][0]["kernel"] = "conv2d";
+  CHECK(contains(error_of(j), "expected a kernel (gemm, softmax"));
+  j = synthetic_json();
+  j["format"] = "something else";
+  CHECK(contains(error_of(j), "/format"));
+  CHECK(contains([] {
+    try {
+      parse_host_profile("{not json", "x.json");
+    } catch (const ProfileError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }(), "x.json: /: expected JSON"));
+}
+
+TEST_CASE("profile cost model: the host's relative efficiency scales the device's best case") {
+  DeviceProfile d;
+  d.name = "dev";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}, {Precision::fp16, 4e12}};
+  d.gemm_efficiency = {{Precision::fp32, 0.8}, {Precision::fp16, 0.5}};
+  d.memory_bandwidth_Bps = 100e9;
+  d.optimizer_memory_bandwidth_Bps = 10e9;
+  const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(0.25)));
+  const ProfileCostModel cost(d, host);
+  // A large GEMM: relative efficiency 1, so peak x best case: 8e11 flops -> 1 s.
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 0, shape(1024, 1024, 1024)}) == doctest::Approx(1.0));
+  // The all-small GEMM runs at a quarter of that.
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 0, shape(16, 16, 16)}) == doctest::Approx(4.0));
+  // fp16: 4e12 x 0.5 x 0.25 (the stand-in's surface)
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp16, 5e11, 0, shape(16, 16, 16)}) == doctest::Approx(1.0));
+  // A memory-bound kernel: bytes / (bandwidth x relative efficiency).
+  CHECK(cost.compute_time_s({Kernel::softmax, Precision::fp32, 0, 100e9, shape(1024, 1024)}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::softmax, Precision::fp32, 0, 100e9, shape(16, 16)}) == doctest::Approx(4.0));
+  // The optimizer update: its own bandwidth.
+  CHECK(cost.compute_time_s({Kernel::adam, Precision::fp32, 0, 10e9, shape(1024)}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::adam, Precision::fp32, 0, 10e9, shape(16)}) == doctest::Approx(4.0));
+  // Never faster than the other roofline bound: a GEMM that moves many bytes.
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 300e9, shape(1024, 1024, 1024)}) == doctest::Approx(3.0));
+  CHECK(contains(host->describe(), "Test CPU"));
+}
