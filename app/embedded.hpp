@@ -5,4 +5,13 @@
 
 namespace exasim {
 const std::map<std::string, std::string>& embedded_files();
+
+// The key of an embedded file named by its path, by its path under `dir` ("scenarios/"), or by its
+// stem there; "" when none is.
+inline std::string embedded_key(const std::string& name, const std::string& dir) {
+  const auto& files = embedded_files();
+  for (const std::string& key : {name, dir + name, dir + name + ".json"})
+    if (files.count(key)) return key;
+  return "";
+}
 }

@@ -48,16 +48,13 @@ int usage(int code) {
 }
 
 Scenario load(const std::string& arg) {
-  const auto& files = embedded_files();
   // A path to a file on disk wins; otherwise an embedded scenario by path or by name.
   if (FILE* f = std::fopen(arg.c_str(), "r")) {
     std::fclose(f);
     return load_scenario_file(arg);
   }
-  for (const std::string& key : {arg, "scenarios/" + arg, "scenarios/" + arg + ".json"}) {
-    auto it = files.find(key);
-    if (it != files.end()) return parse_scenario(it->second, "<embedded>/" + key);
-  }
+  if (const std::string key = embedded_key(arg, "scenarios/"); !key.empty())
+    return parse_scenario(embedded_files().at(key), "<embedded>/" + key);
   return load_scenario_file(arg);  // reports the unreadable file
 }
 

@@ -15,10 +15,8 @@ std::shared_ptr<const HostProfile> load_host_profile(const std::string& arg) {
     return std::make_shared<const HostProfile>(load_host_profile_file(name));
   }
   const auto& files = embedded_files();
-  for (const std::string& key : {name, "profiles/" + name, "profiles/" + name + ".json"}) {
-    auto it = files.find(key);
-    if (it != files.end()) return std::make_shared<const HostProfile>(parse_host_profile(it->second, "<embedded>/" + key));
-  }
+  if (const std::string key = embedded_key(name, "profiles/"); !key.empty())
+    return std::make_shared<const HostProfile>(parse_host_profile(files.at(key), "<embedded>/" + key));
   std::string known;
   for (const auto& [path, text] : files)
     if (path.rfind("profiles/", 0) == 0) known += (known.empty() ? "" : ", ") + path;

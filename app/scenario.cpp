@@ -467,7 +467,7 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
   return s;
 }
 
-MachineSpec read_machine(const Reader& r, const json& root, std::vector<Annotation>*) {
+MachineSpec read_machine(const Reader& r, const json& root) {
   const std::string path = "/machine";
   const json& m = r.require(root, "", "machine", "a machine name or a machine object");
   if (m.is_object()) return read_machine_object(r, m, path);
@@ -609,7 +609,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine"});
   s.name = r.required_string(root, "", "name");
   s.description = r.optional_string(root, "", "description");
-  s.machine = read_machine(r, root, &s.annotations);
+  s.machine = read_machine(r, root);
   s.model = read_model(r, root);
   s.training = read_training(r, root);
   s.plan = read_plan(r, root);

@@ -34,11 +34,6 @@ std::vector<KernelShape> grid_shapes(const std::vector<std::vector<double>>& axe
   return out;
 }
 
-double rate_of(Kernel k, const KernelShape& s, Precision p, double time_s) {
-  const NominalWork w = nominal_work(k, s, p);
-  return (kernel_class(k) == KernelClass::gemm ? w.flops : w.bytes) / time_s;
-}
-
 }  // namespace
 
 size_t CalibrationPlan::samples() const {
@@ -120,7 +115,7 @@ HostProfile calibrate_host(const CalibrationPlan& plan, SampleCache* cache, cons
         pt.iterations = m.stats.iterations;
         pt.rel_stderr = m.stats.rel_stderr;
         s.points.push_back(pt);
-        r.push_back(rate_of(kernel, shape, p, m.time_s));
+        r.push_back(achieved_rate(kernel, shape, p, m.time_s));
         if (progress) progress(fmt::format("{} {}", describe(kernel, shape), to_string(p)), ++done, total);
       }
       hp.surfaces[{kernel, p}] = std::move(s);

@@ -17,6 +17,11 @@ ProfileError::ProfileError(const std::string& file, const std::string& json_path
 
 const char* peak_key(KernelClass c) { return c == KernelClass::gemm ? "peak_flops_per_s" : "peak_Bps"; }
 
+double achieved_rate(Kernel k, const KernelShape& s, Precision p, double time_s) {
+  const NominalWork w = nominal_work(k, s, p);
+  return (kernel_class(k) == KernelClass::gemm ? w.flops : w.bytes) / time_s;
+}
+
 std::vector<Precision> profiled_precisions(Kernel k) {
   if (k == Kernel::adam) return {Precision::fp32};
   return {Precision::fp32, Precision::fp64};

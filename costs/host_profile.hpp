@@ -82,6 +82,9 @@ std::string host_profile_json(const HostProfile& p);  // the file's text (determ
 // The precisions a profile must cover for a kernel: fp32 and fp64 (fp16 goes through a
 // stand-in on hosts without it); Adam only fp32 (its buffers are fp32 master weights).
 std::vector<Precision> profiled_precisions(Kernel k);
+// The rate a kernel reached at a shape, in its class's unit (flop/s for GEMMs, B/s otherwise):
+// nominal_work over the measured time. Efficiencies are this over the class peak.
+double achieved_rate(Kernel k, const KernelShape& s, Precision p, double time_s);
 // The unit-named key of a class's peak: "peak_flops_per_s" for gemm, "peak_Bps" otherwise.
 const char* peak_key(KernelClass c);
 

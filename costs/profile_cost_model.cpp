@@ -27,15 +27,10 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   if (!(rel > 0 && rel <= 1))
     throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
                                        to_string(w.precision), rel));
-  switch (w.kernel_class()) {
-    case KernelClass::gemm:
-      return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel), w.bytes / device_.memory_bandwidth_Bps);
-    case KernelClass::memory_bound:
-      return std::max(w.flops / peak, w.bytes / (device_.memory_bandwidth_Bps * rel));
-    case KernelClass::optimizer_update:
-      return std::max(w.flops / peak, w.bytes / (device_.optimizer_memory_bandwidth_Bps * rel));
-  }
-  return 0;
+  const double bandwidth_Bps = device_.bandwidth_Bps(w.kernel_class());
+  if (w.kernel_class() == KernelClass::gemm)
+    return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel), w.bytes / bandwidth_Bps);
+  return std::max(w.flops / peak, w.bytes / (bandwidth_Bps * rel));
 }
 
 std::string ProfileCostModel::describe() const { return "profile:" + device_.name; }

@@ -8,11 +8,8 @@
 // shapes where the host's kernels reach their best, so large shapes run at the device's published
 // best case and small, skinny or odd shapes lose what they lose on the host.
 #pragma once
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <tuple>
 
 #include "costs/host_profile.hpp"
 #include "sim/cost_model.hpp"

@@ -27,8 +27,7 @@ double SampledEfficiency::relative(Kernel k, Precision p, const KernelShape& s) 
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   const KernelMeasurement m = measure_kernel(k, s, measured, options_, limits_, cache_.get());
-  const NominalWork w = nominal_work(k, s, measured);
-  const double rate = (kernel_class(k) == KernelClass::gemm ? w.flops : w.bytes) / m.time_s;
+  const double rate = achieved_rate(k, s, measured, m.time_s);
   const double peak = peaks_->peaks.at({kernel_class(k), measured});
   const double rel = std::clamp(rate / peak, 1e-9, 1.0);
   memo_.emplace(key, rel);

@@ -27,22 +27,19 @@ double DeviceProfile::gemm_efficiency_at(Precision p) const {
   return it->second;
 }
 
+double DeviceProfile::bandwidth_Bps(KernelClass c) const {
+  return c == KernelClass::optimizer_update ? optimizer_memory_bandwidth_Bps : memory_bandwidth_Bps;
+}
+
 double DeviceProfile::class_peak(KernelClass c, Precision p) const {
-  switch (c) {
-    case KernelClass::gemm: return peak_flops_s(p);
-    case KernelClass::memory_bound: return memory_bandwidth_Bps;
-    case KernelClass::optimizer_update: return optimizer_memory_bandwidth_Bps;
-  }
-  return 0;
+  return c == KernelClass::gemm ? peak_flops_s(p) : bandwidth_Bps(c);
 }
 
 double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
   const double peak = device_.peak_flops_s(w.precision);
   const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
   const double t_flops = w.flops / (peak * eff);
-  const double t_bytes = w.bytes / device_.class_peak(w.kernel_class() == KernelClass::gemm ? KernelClass::memory_bound
-                                                                                              : w.kernel_class(),
-                                                      w.precision);
+  const double t_bytes = w.bytes / device_.bandwidth_Bps(w.kernel_class());
   return std::max(t_flops, t_bytes);
 }
 

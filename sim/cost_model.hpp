@@ -26,6 +26,8 @@ struct DeviceProfile {
   // naming the device when it has none.
   double peak_flops_s(Precision p) const;
   double gemm_efficiency_at(Precision p) const;
+  // The bandwidth a class's bytes stream at: the optimizer's own, else the memory bandwidth.
+  double bandwidth_Bps(KernelClass c) const;
   // The rate a kernel class's efficiency is measured against: flop/s for GEMMs, bytes/s otherwise.
   double class_peak(KernelClass c, Precision p) const;
 };
