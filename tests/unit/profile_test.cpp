@@ -2,11 +2,15 @@
 // and the profile cost model's mapping onto a device.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <vector>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "costs/calibrate.hpp"
 #include "costs/host_profile.hpp"
 #include "costs/profile_cost_model.hpp"
 
@@ -190,4 +194,43 @@ TEST_CASE("profile cost model: the host's relative efficiency scales the device'
   // Never faster than the other roofline bound: a GEMM that moves many bytes.
   CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 300e9, shape(1024, 1024, 1024)}) == doctest::Approx(3.0));
   CHECK(contains(host->describe(), "Test CPU"));
+}
+
+// calibrate_host on a tiny grid (real kernels, a fraction of a second): the profile is complete,
+// every point's efficiency is its rate over its class's peak, and each class's best point is 1.
+TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class peaks") {
+  CalibrationPlan plan;
+  plan.name = "tiny";
+  plan.sampler.max_iterations = 3;
+  plan.sampler.max_total_s = 0.01;
+  plan.limits.min_bytes = 1;  // every point counts towards its class peak
+  const std::vector<double> two = {8, 16};
+  plan.axes[Kernel::gemm] = {two, two, two};
+  plan.axes[Kernel::softmax] = {two, two};
+  plan.axes[Kernel::layer_norm] = {two, two};
+  plan.axes[Kernel::gate_topk] = {two, two, {1, 2}};
+  plan.axes[Kernel::token_permute] = {two, two};
+  for (Kernel k : {Kernel::gelu, Kernel::residual_add, Kernel::adam}) plan.axes[k] = {{64, 128}};
+  size_t calls = 0;
+  const HostProfile hp = calibrate_host(plan, nullptr, [&](const std::string&, size_t done, size_t total) {
+    CHECK(done == ++calls);
+    CHECK(total == plan.samples());
+  });
+  CHECK(calls == plan.samples());
+  CHECK(plan.samples() == 2 * (8 + 4 + 4 + 8 + 4 + 2 + 2) + 2);
+  CHECK(hp.cpu_model == host_cpu_model());
+  CHECK(hp.measured_precision(Precision::fp16) == Precision::fp32);
+  const HostProfile reread = parse_host_profile(host_profile_json(hp), "calibrated.json");  // complete
+  CHECK(reread.surfaces.size() == hp.surfaces.size());
+  std::map<std::pair<KernelClass, Precision>, double> best;
+  for (const auto& [key, s] : hp.surfaces) {
+    const double peak = hp.peaks.at({kernel_class(key.first), key.second});
+    for (const ProfilePoint& pt : s.points) {
+      CHECK(pt.efficiency == doctest::Approx(achieved_rate(key.first, pt.shape, key.second, pt.time_s) / peak));
+      double& b = best[{kernel_class(key.first), key.second}];
+      b = std::max(b, pt.efficiency);
+    }
+  }
+  CHECK(best.size() == hp.peaks.size());
+  for (const auto& [key, b] : best) CHECK(b == doctest::Approx(1.0));
 }
