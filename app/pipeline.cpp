@@ -20,9 +20,9 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   opt.fidelity = sc.fidelity;
   p.sim = simulate(p.workload.workload, net, cost, opt);
   const SimulatedRank& slow = slowest_rank(p.sim);
-  p.breakdown = breakdown_of(p.workload.workload.graph, slow);
-  p.critical = critical_path(p.workload.workload.graph, slow);
-  p.compute_use = compute_by_kernel_class(p.workload.workload.graph, cost, cost.device());
+  p.breakdown = breakdown_of(p.workload.workload.program(slow.rank), slow);
+  p.critical = critical_path(p.workload.workload.program(slow.rank), slow);
+  p.compute_use = compute_by_kernel_class(p.workload.workload.programs[0], cost, cost.device());
   p.host_efficiency = o.host->describe();
   p.step_time_s = p.sim.step_time_s;
   const double ranks = p.workload.placement.ranks;

@@ -37,7 +37,14 @@ ScenarioError::ScenarioError(std::string file, std::string json_path, std::strin
       path_(std::move(json_path)),
       expected_(std::move(expected)) {}
 
-const char* to_string(PrecisionPolicy p) { return p == PrecisionPolicy::fp32 ? "fp32" : "mixed"; }
+const char* to_string(PrecisionPolicy p) {
+  switch (p) {
+    case PrecisionPolicy::fp32: return "fp32";
+    case PrecisionPolicy::mixed: return "mixed";
+    case PrecisionPolicy::fp16: return "fp16";
+  }
+  return "?";
+}
 const char* to_string(GradSync g) { return g == GradSync::after_backward ? "after_backward" : "overlap"; }
 const char* to_string(Layout l) { return l == Layout::moda ? "moda" : "inverse"; }
 

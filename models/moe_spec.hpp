@@ -12,11 +12,16 @@ struct ModelSpec {
   int d_model = 0;
   int heads = 0;
   int d_ff = 0;
-  int experts_per_layer = 0;  // every layer is an MoE layer
+  int experts_per_layer = 0;  // 0: a dense transformer; else every layer is an MoE layer
   int top_k = 1;
+  double capacity_factor = 1.0;  // expert capacity = tokens * top_k / experts * capacity_factor
+  int vocab = 0;                 // 0: embedding and logits not modelled (BaGuaLu's MoDa models)
+  bool dense() const { return experts_per_layer == 0; }
 };
 
-enum class PrecisionPolicy { fp32, mixed };  // mixed: BaGuaLu's layer-wise mixed precision
+// fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision; fp16: Megatron-LM's
+// mixed precision (GEMMs and activations in fp16, fp32 master weights and Adam state).
+enum class PrecisionPolicy { fp32, mixed, fp16 };
 const char* to_string(PrecisionPolicy p);
 
 enum class GradSync { after_backward, overlap };

@@ -114,7 +114,7 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   const double shared_params = 4 * d * d + d * E + 4 * d;    // per layer
   out.parameters = m.layers * (E * expert_params + shared_params);
 
-  GraphBuilder b(out.workload.graph);
+  GraphBuilder b(out.workload.programs[0]);
   long last = -1;
   std::vector<long> layer_backward_done(m.layers, -1);  // in the last micro-batch
   // GEMM shapes (forward): the attention's batched products run per sequence and head.

@@ -98,6 +98,8 @@ class Replay {
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   double route_latency_s(const std::vector<int>& links) const;
   const GroupTable& table(const std::string& role) const;
+  // Every rank runs programs[0] until multi-program replay lands.
+  const StepGraph& graph_() const { return w_.programs.at(0); }
 
   // --- SimGrid side
   void build_platform();
@@ -267,7 +269,7 @@ int Replay::flow_task(int src_ep, int dst_ep, double bytes, double delay_s) {
 bool Replay::compute_ops_form_a_chain() const {
   std::vector<OpId> compute;
   for (OpId v = 0; v < n_ops_; ++v)
-    if (std::holds_alternative<ComputeWork>(w_.graph[v].work)) compute.push_back(v);
+    if (std::holds_alternative<ComputeWork>(graph_()[v].work)) compute.push_back(v);
   std::vector<char> seen(n_ops_);
   std::vector<OpId> stack;
   for (size_t i = 1; i < compute.size(); ++i) {  // ids are topological: b must be reachable from a
@@ -278,9 +280,9 @@ bool Replay::compute_ops_form_a_chain() const {
     while (!stack.empty() && !reached) {
       const OpId u = stack.back();
       stack.pop_back();
-      auto out = boost::out_edges(u, w_.graph);
+      auto out = boost::out_edges(u, graph_());
       for (auto e = out.first; e != out.second; ++e) {
-        const OpId x = boost::target(*e, w_.graph);
+        const OpId x = boost::target(*e, graph_());
         if (x == b) reached = true;
         if (x < b && !seen[x]) {
           seen[x] = 1;
@@ -294,7 +296,7 @@ bool Replay::compute_ops_form_a_chain() const {
 }
 
 void Replay::build() {
-  n_ops_ = boost::num_vertices(w_.graph);
+  n_ops_ = boost::num_vertices(graph_());
   compute_as_delay_ = compute_ops_form_a_chain();
   const size_t slots = slot_rank_.size();
   op_ready_.assign(slots * n_ops_, -1);
@@ -310,12 +312,12 @@ void Replay::build() {
   // vecS vertices are numbered in insertion order, and add_op only links to earlier ops,
   // so increasing ids are a topological order.
   for (OpId v = 0; v < n_ops_; ++v) {
-    const Op& op = w_.graph[v];
+    const Op& op = graph_()[v];
     std::vector<int> ready(slots);
     for (size_t s = 0; s < slots; ++s) {
       const int j = new_task(Task::join);
-      auto in = boost::in_edges(v, w_.graph);
-      for (auto e = in.first; e != in.second; ++e) edge(op_done_[s * n_ops_ + boost::source(*e, w_.graph)], j);
+      auto in = boost::in_edges(v, graph_());
+      for (auto e = in.first; e != in.second; ++e) edge(op_done_[s * n_ops_ + boost::source(*e, graph_())], j);
       ready[s] = j;
       op_ready_[s * n_ops_ + v] = j;
     }
@@ -328,6 +330,8 @@ void Replay::build() {
         edge(ready[s], t);
         op_done_[s * n_ops_ + v] = t;
       }
+    } else if (std::holds_alternative<TransferWork>(op.work)) {
+      throw std::runtime_error("op '" + op.name + "': point-to-point transfers are not replayed yet");
     } else {
       const auto& cw = std::get<CollectiveWork>(op.work);
       if (fid_ == Fidelity::exhaustive)

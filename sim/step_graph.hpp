@@ -41,11 +41,25 @@ struct CollectiveWork {
   double bytes = 0;
 };
 
+// Point-to-point transfer between two ranks of one group (e.g. adjacent pipeline stages).
+// The peer is the member at index (own index + offset) modulo the group's size. A send is
+// done when its bytes have arrived; a receive is done when the send with the same tag from
+// the member at (own index - offset) has arrived. A tag names one message of the step: it is
+// unique among a rank's sends, and a send and its receive carry the same tag.
+struct TransferWork {
+  enum class Direction { send, recv };
+  Direction direction = Direction::send;
+  std::string group_role;
+  int offset = 1;
+  double bytes = 0;  // send: bytes sent; recv: bytes expected (for reports)
+  long tag = 0;
+};
+
 struct Op {
   std::string name;   // unique, e.g. "L3.fwd.expert_ffn1"
   std::string label;  // what it is, shared by layers, e.g. "expert_ffn1" (for aggregation)
   Phase phase = Phase::forward;
-  std::variant<ComputeWork, CollectiveWork> work;
+  std::variant<ComputeWork, CollectiveWork, TransferWork> work;
   bool is_compute() const { return std::holds_alternative<ComputeWork>(work); }
 };
 

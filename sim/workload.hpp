@@ -1,5 +1,7 @@
-// A workload: the step graph every rank runs (SPMD), where each rank sits, which group
-// it belongs to for each group role, and which ranks behave alike (for folding).
+// A workload: the step graphs ranks run (one program per kind of rank: every rank of a
+// data-parallel MoE layout runs the same one; each pipeline stage runs its own), where each
+// rank sits, which group it belongs to for each group role, and which ranks behave alike
+// (for folding).
 #pragma once
 #include <map>
 #include <string>
@@ -21,13 +23,18 @@ struct GroupTable {
 };
 
 struct Workload {
-  StepGraph graph;
+  std::vector<StepGraph> programs = std::vector<StepGraph>(1);
+  std::vector<int> program_of_rank;  // per rank; empty: every rank runs programs[0]
   int rank_count = 0;
   std::map<std::string, GroupTable> groups;  // by group role
   std::vector<int> node_of_rank;
   // Ranks with the same class run the same program at symmetric positions: folding
   // simulates one representative per class. Exhaustive runs ignore it.
+  // Ranks of one class run the same program.
   std::vector<int> class_of_rank;
+
+  int program_index(int rank) const { return program_of_rank.empty() ? 0 : program_of_rank.at(rank); }
+  const StepGraph& program(int rank) const { return programs.at(program_index(rank)); }
 };
 
 }  // namespace exasim

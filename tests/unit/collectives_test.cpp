@@ -58,7 +58,7 @@ Workload one_collective(int n, CollectiveKind kind, CollectiveAlgorithm algo, do
   all.index(n);
   all.block_size = block_size;
   w.groups["all"] = all;
-  add_op(w.graph, Op{"coll", "coll", Phase::forward, CollectiveWork{kind, algo, "all", bytes}}, {});
+  add_op(w.programs[0], Op{"coll", "coll", Phase::forward, CollectiveWork{kind, algo, "all", bytes}}, {});
   return w;
 }
 
@@ -374,7 +374,7 @@ TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
   w.rank_count = 1;
   w.node_of_rank = {0};
   w.class_of_rank = {0};
-  add_op(w.graph, Op{"gemm", "gemm", Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
+  add_op(w.programs[0], Op{"gemm", "gemm", Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
   const StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
@@ -395,7 +395,7 @@ TEST_CASE("cost model sim: two unordered GEMM ops share the compute units and en
   w.node_of_rank = {0};
   w.class_of_rank = {0};
   for (const char* name : {"a", "b"})
-    add_op(w.graph, Op{name, name, Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
+    add_op(w.programs[0], Op{name, name, Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
   const StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
@@ -411,9 +411,9 @@ TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwid
   w.rank_count = 1;
   w.node_of_rank = {0};
   w.class_of_rank = {0};
-  const OpId a = add_op(w.graph, Op{"mem", "mem", Phase::forward,
+  const OpId a = add_op(w.programs[0], Op{"mem", "mem", Phase::forward,
                                     ComputeWork{Kernel::residual_add, Precision::fp32, 2e6, bytes, {}}}, {});
-  add_op(w.graph, Op{"gemm", "gemm", Phase::backward, ComputeWork{Kernel::gemm, Precision::fp16, F, 0, {}}}, {a});
+  add_op(w.programs[0], Op{"gemm", "gemm", Phase::backward, ComputeWork{Kernel::gemm, Precision::fp16, F, 0, {}}}, {a});
   const StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});

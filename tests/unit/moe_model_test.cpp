@@ -75,7 +75,7 @@ std::map<std::string, int> count_by_label(const StepGraph& g) {
 
 TEST_CASE("moe model: op counts of the tiny model with ParO") {
   const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
-  const StepGraph& g = mw.workload.graph;
+  const StepGraph& g = mw.workload.programs[0];
   // per layer: 17 forward; 24 backward (the forward's 17, each of the 7 GEMMs split into its
   // data and weight gradients); 3 gradient reductions, counted as backward (expert RS, shared
   // RS, shared AR); 4 optimizer (expert adam, expert param AG, shared adam, shared param AG)
@@ -118,8 +118,8 @@ TEST_CASE("moe model: op counts without ParO") {
   const MoeWorkload mw =
       build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, false), kMachineNps, kBigMemory);
   // optimizer per layer: expert AR, shared RS, shared AR, shared AG, expert adam, shared adam
-  CHECK(boost::num_vertices(mw.workload.graph) == 2 * (17 + 24 + 6));
-  const auto labels = count_by_label(mw.workload.graph);
+  CHECK(boost::num_vertices(mw.workload.programs[0]) == 2 * (17 + 24 + 6));
+  const auto labels = count_by_label(mw.workload.programs[0]);
   CHECK(labels.at("expert_grad_all_reduce") == 2);
   CHECK(labels.at("shared_grad_all_gather") == 2);
   CHECK(labels.count("expert_param_all_gather") == 0);
@@ -137,7 +137,7 @@ TEST_CASE("moe model: FLOP counts match the GEMM formulas") {
   CHECK(mw.model_flops_per_rank == model_flops);
 
   // executed = every compute op's flops in the graph; model = the non-optimizer GEMMs.
-  const StepGraph& g = mw.workload.graph;
+  const StepGraph& g = mw.workload.programs[0];
   double all = 0, gemm_fb = 0, memory_bound = 0, optimizer = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
@@ -294,7 +294,7 @@ TEST_CASE("moe model: shared Adam waits for the shared gradient reduction") {
     CAPTURE(paro);
     const MoeWorkload mw =
         build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, paro), kMachineNps, kBigMemory);
-    const StepGraph& g = mw.workload.graph;
+    const StepGraph& g = mw.workload.programs[0];
     const OpId backward_done = op_named(g, "L0.bwd.attn_layernorm");
     for (int l = 0; l < 2; ++l) {
       CAPTURE(l);
@@ -320,7 +320,7 @@ TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or o
     CAPTURE(to_string(sync));
     t.grad_sync = sync;
     const MoeWorkload mw = build_moe_workload(tiny_model(), t, tiny_plan(), kMachineNps, kBigMemory);
-    const StepGraph& g = mw.workload.graph;
+    const StepGraph& g = mw.workload.programs[0];
     // Layer 1's backward ends first; layer 0's ends the backward pass.
     const OpId l1_backward = op_named(g, "L1.bwd.attn_layernorm");
     const OpId backward_done = op_named(g, "L0.bwd.attn_layernorm");
@@ -340,7 +340,7 @@ TEST_CASE("moe model: the optimizer compute ops of a rank run one after another"
     CAPTURE(paro);
     const MoeWorkload mw =
         build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, paro), kMachineNps, kBigMemory);
-    const StepGraph& g = mw.workload.graph;
+    const StepGraph& g = mw.workload.programs[0];
     // Layer 1 is reduced first: L1 expert Adam, L1 shared Adam, L0 expert Adam, L0 shared Adam.
     CHECK(runs_after(g, op_named(g, "L1.opt.expert_adam"), op_named(g, "L1.opt.shared_adam")));
     CHECK(runs_after(g, op_named(g, "L1.opt.shared_adam"), op_named(g, "L0.opt.expert_adam")));
@@ -352,7 +352,7 @@ TEST_CASE("moe model: the optimizer compute ops of a rank run one after another"
 // efficiency of that shape. T = 2 x 4 = 8 tokens, d = 8, h = 2 (head dim 4), ff = 16, E = 4, k = 1.
 TEST_CASE("moe model: compute ops carry their kernel and shape") {
   const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
-  const StepGraph& g = mw.workload.graph;
+  const StepGraph& g = mw.workload.programs[0];
   auto work = [&](const std::string& name) { return std::get<ComputeWork>(g[op_named(g, name)].work); };
   auto dims = [](const ComputeWork& w) { return std::array<std::int64_t, 4>{w.shape.dims[0], w.shape.dims[1], w.shape.dims[2], w.shape.batch}; };
   using D = std::array<std::int64_t, 4>;

@@ -74,7 +74,7 @@ void check_two_rank_all_reduce(int node_a, int node_b, double expected_latency_s
   g.members = {{0, 1}};
   g.index(2);
   w.groups["pair"] = g;
-  add_op(w.graph,
+  add_op(w.programs[0],
          Op{"ar", "ar", Phase::optimizer,
             CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "pair", bytes}},
          {});

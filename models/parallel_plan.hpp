@@ -1,0 +1,67 @@
+// A general parallel plan, in the vocabulary of Megatron-LM's and DeepSpeed's knobs (as
+// Calculon names them): how a dense or MoE transformer's training step is split over devices.
+// One rank per device. BaGuaLu's MoDa layout is the plan {expert, data, paro} with the
+// placement {data inside the supernode, expert across}; its inverse swaps the two.
+//
+// Scenario keys (the "plan" object of a general scenario, see app/scenario.cpp):
+//   data_parallel, tensor_parallel, tensor_mode ("1d" | "2d" | "2.5d" | "3d"), tensor_depth,
+//   pipeline_parallel, schedule ("gpipe" | "1f1b" | "interleaved"), virtual_stages,
+//   expert_parallel, zero_stage (0..3), paro, recompute ("none" | "selective" | "full"),
+//   offload_optimizer, micro_batch, global_batch, placement (innermost first, e.g.
+//   ["tensor", "data", "pipeline"], Megatron-LM's order).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace exasim {
+
+// Tensor parallelism (Bian et al., arXiv 2105.14450; reference/models.md):
+//  one_d:      Megatron: P devices, column- then row-parallel linears, all-reduce of activations;
+//  two_d:      SUMMA on a q x q grid (tensor = q^2);
+//  two_half_d: q x q x d (tensor = d q^2, tensor_depth = d);
+//  three_d:    q x q x q (tensor = q^3).
+enum class TensorMode { one_d, two_d, two_half_d, three_d };
+const char* to_string(TensorMode m);
+
+// Pipeline schedules (Narayanan et al., SC21): GPipe (all forwards, then all backwards), 1F1B
+// (PipeDream-Flush), interleaved 1F1B with `virtual_stages` model chunks per device.
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+const char* to_string(PipelineSchedule s);
+
+// Activation recomputation: none; selective (Korthikanti et al.: the attention core's
+// softmax and dropout are recomputed, the rest kept); full (each layer's input is kept and the
+// whole layer's forward is run again before its backward).
+enum class Recompute { none, selective, full };
+const char* to_string(Recompute r);
+
+// The parallel dimensions a placement orders.
+enum class ParallelDim { tensor, data, pipeline, expert };
+const char* to_string(ParallelDim d);
+
+struct ParallelPlan {
+  int data = 1;      // data-parallel replicas
+  int tensor = 1;    // devices of one tensor-parallel group
+  TensorMode tensor_mode = TensorMode::one_d;
+  int tensor_depth = 1;  // 2.5-D: d
+  int pipeline = 1;  // pipeline stages
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int virtual_stages = 1;  // interleaved: model chunks per device (v)
+  // Expert parallelism: an MoE layer's experts are spread over `expert` devices, which
+  // exchange tokens by all-to-all. The expert group is carved out of the data-parallel
+  // replicas (as in DeepSpeed-MoE and BaGuaLu): `data` must be a multiple of `expert`.
+  int expert = 1;
+  int zero_stage = 0;        // ZeRO 0 (plain data parallel) .. 3
+  bool paro = false;         // BaGuaLu's ParO (a ZeRO-1-like sharded optimizer, hierarchical)
+  Recompute recompute = Recompute::none;
+  bool offload_optimizer = false;  // optimizer state and update in host memory (M6-10T)
+  int micro_batch = 1;       // sequences per micro-batch per pipeline (per data-parallel replica)
+  int global_batch = 1;      // sequences per step, all replicas
+  // Innermost first: the first dimension's ranks are adjacent devices (inside a node).
+  std::vector<ParallelDim> placement = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline};
+
+  int devices() const { return data * tensor * pipeline; }
+  // Micro-batches per step per pipeline: global_batch / (micro_batch * data).
+  int micro_batches() const { return global_batch / (micro_batch * data); }
+};
+
+}  // namespace exasim
