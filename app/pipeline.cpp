@@ -15,22 +15,43 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   SunwayNetwork net(m, Precision::fp32);
   const ProfileCostModel cost(device_profile_of(m), o.host);
   p.cost_model = cost.describe();
-  p.workload = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
+  if (sc.plan_kind == Scenario::PlanKind::moda) {
+    MoeWorkload mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
+    p.workload = std::move(mw.workload);
+    p.moda = mw.placement;
+    p.ranks = mw.placement.ranks;
+    p.parameters = mw.parameters;
+    p.memory = mw.memory;
+    p.executed_flops = mw.executed_flops_per_rank * p.ranks;
+    p.model_flops = mw.model_flops_per_rank * p.ranks;
+    p.tokens_per_s = mw.tokens_per_step;  // divided by the step time below
+  } else {
+    TransformerWorkload tw;
+    try {
+      tw = build_transformer_workload(sc.model, sc.training, sc.parallel);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(sc.file, "/plan", e.what());
+    }
+    p.workload = std::move(tw.workload);
+    p.ranks = p.workload.rank_count;
+    p.parameters = tw.parameters;
+    p.executed_flops = tw.executed_flops;
+    p.model_flops = tw.model_flops;
+    p.tokens_per_s = tw.tokens_per_step;
+  }
   EngineOptions opt;
   opt.fidelity = sc.fidelity;
-  p.sim = simulate(p.workload.workload, net, cost, opt);
+  p.sim = simulate(p.workload, net, cost, opt);
   const SimulatedRank& slow = slowest_rank(p.sim);
-  p.breakdown = breakdown_of(p.workload.workload.program(slow.rank), slow);
-  p.critical = critical_path(p.workload.workload.program(slow.rank), slow);
-  p.compute_use = compute_by_kernel_class(p.workload.workload.programs[0], cost, cost.device());
+  const StepGraph& program = p.workload.program(slow.rank);
+  p.breakdown = breakdown_of(program, slow);
+  p.critical = critical_path(program, slow);
+  p.compute_use = compute_by_kernel_class(program, cost, cost.device());
   p.host_efficiency = o.host->describe();
   p.step_time_s = p.sim.step_time_s;
-  const double ranks = p.workload.placement.ranks;
-  p.executed_flops = p.workload.executed_flops_per_rank * ranks;
-  p.model_flops = p.workload.model_flops_per_rank * ranks;
   p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;
   p.model_pflops = p.model_flops / p.step_time_s / 1e15;
-  p.tokens_per_s = p.workload.tokens_per_step / p.step_time_s;
+  p.tokens_per_s /= p.step_time_s;
   return p;
 }
 
@@ -50,24 +71,46 @@ nlohmann::json report_json(const Prediction& p) {
                 {"d_ff", sc.model.d_ff},
                 {"experts_per_layer", sc.model.experts_per_layer},
                 {"top_k", sc.model.top_k},
-                {"parameters", p.workload.parameters}};
-  r["plan"] = {{"layout", to_string(sc.plan.layout)},
-               {"nodes", sc.plan.nodes},
-               {"supernodes_used", p.workload.placement.supernodes_used},
-               {"nodes_per_supernode_used", sc.plan.nodes_per_supernode_used},
-               {"replicas_per_expert", p.workload.placement.replicas},
-               {"paro", sc.plan.paro},
-               {"all_to_all", to_string(sc.plan.all_to_all)}};
-  r["training"] = {{"seq_len", sc.training.seq_len},
-                   {"micro_batch_per_node", sc.training.micro_batch_per_node},
-                   {"micro_batches", sc.training.micro_batches},
-                   {"precision", to_string(sc.training.precision)},
-                   {"grad_sync", to_string(sc.training.grad_sync)}};
+                {"vocab", sc.model.vocab},
+                {"parameters", p.parameters}};
+  if (p.moda) {
+    r["plan"] = {{"layout", to_string(sc.plan.layout)},
+                 {"nodes", sc.plan.nodes},
+                 {"supernodes_used", p.moda->supernodes_used},
+                 {"nodes_per_supernode_used", sc.plan.nodes_per_supernode_used},
+                 {"replicas_per_expert", p.moda->replicas},
+                 {"paro", sc.plan.paro},
+                 {"all_to_all", to_string(sc.plan.all_to_all)}};
+    r["training"] = {{"seq_len", sc.training.seq_len},
+                     {"micro_batch_per_node", sc.training.micro_batch_per_node},
+                     {"micro_batches", sc.training.micro_batches},
+                     {"precision", to_string(sc.training.precision)},
+                     {"grad_sync", to_string(sc.training.grad_sync)}};
+  } else {
+    const ParallelPlan& pl = sc.parallel;
+    json order = json::array();
+    for (ParallelDim d : pl.placement) order.push_back(to_string(d));
+    r["plan"] = {{"devices", pl.devices()},
+                 {"data_parallel", pl.data},
+                 {"tensor_parallel", pl.tensor},
+                 {"tensor_mode", to_string(pl.tensor_mode)},
+                 {"pipeline_parallel", pl.pipeline},
+                 {"schedule", to_string(pl.schedule)},
+                 {"virtual_stages", pl.virtual_stages},
+                 {"zero_stage", pl.zero_stage},
+                 {"recompute", to_string(pl.recompute)},
+                 {"micro_batch", pl.micro_batch},
+                 {"global_batch", pl.global_batch},
+                 {"micro_batches_per_pipeline", pl.micro_batches()},
+                 {"placement", order}};
+    r["training"] = {{"seq_len", sc.training.seq_len}, {"precision", to_string(sc.training.precision)}};
+  }
   r["step_time_s"] = p.step_time_s;
   r["executed_flops"] = p.executed_flops;
   r["sustained_pflops"] = p.sustained_pflops;
   r["model_flops"] = p.model_flops;
   r["model_pflops"] = p.model_pflops;
+  r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
   r["tokens_per_s"] = p.tokens_per_s;
   const Breakdown& b = p.breakdown;
   const double tot = b.total_s() > 0 ? b.total_s() : 1;
@@ -78,7 +121,7 @@ nlohmann::json report_json(const Prediction& p) {
                     {"backward_communication", part(b.backward_communication_s)},
                     {"optimizer", part(b.optimizer_s)},
                     {"idle", part(b.idle_s)}};
-  const MemoryPerNode& mem = p.workload.memory;
+  const MemoryPerNode& mem = p.memory;
   r["memory_per_node_bytes"] = {{"parameters", mem.parameters_bytes},
                                 {"gradients", mem.gradients_bytes},
                                 {"optimizer_state", mem.optimizer_state_bytes},
@@ -132,18 +175,32 @@ std::string summary_text(const Prediction& p) {
   const Scenario& sc = p.scenario;
   std::string s;
   s += fmt::format("exasim prediction: {}\n", sc.name);
-  s += fmt::format("  model      {} ({:.3g} parameters, {} layers, {} experts per layer)\n", sc.model.name,
-                   p.workload.parameters, sc.model.layers, sc.model.experts_per_layer);
-  s += fmt::format("  machine    {}: {} nodes in {} supernodes, {} layout, {} replicas per expert, ParO {}\n",
-                   sc.machine.name, sc.plan.nodes, p.workload.placement.supernodes_used, to_string(sc.plan.layout),
-                   p.workload.placement.replicas, sc.plan.paro ? "on" : "off");
-  s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
-                   to_string(sc.training.precision), sc.training.seq_len * sc.training.micro_batch_per_node,
-                   sc.training.micro_batches);
+  if (p.moda) {
+    s += fmt::format("  model      {} ({:.3g} parameters, {} layers, {} experts per layer)\n", sc.model.name,
+                     p.parameters, sc.model.layers, sc.model.experts_per_layer);
+    s += fmt::format("  machine    {}: {} nodes in {} supernodes, {} layout, {} replicas per expert, ParO {}\n",
+                     sc.machine.name, sc.plan.nodes, p.moda->supernodes_used, to_string(sc.plan.layout),
+                     p.moda->replicas, sc.plan.paro ? "on" : "off");
+    s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
+                     to_string(sc.training.precision), sc.training.seq_len * sc.training.micro_batch_per_node,
+                     sc.training.micro_batches);
+  } else {
+    const ParallelPlan& pl = sc.parallel;
+    s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
+                     sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
+    s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)); ZeRO {}, "
+                     "recompute {}\n",
+                     pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
+                     pl.virtual_stages, pl.zero_stage, to_string(pl.recompute));
+    s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",
+                     to_string(sc.training.precision), sc.training.seq_len, pl.global_batch, pl.micro_batch,
+                     pl.micro_batches());
+  }
   s += fmt::format("  step time          {:.4f} s\n", p.step_time_s);
   s += fmt::format("  sustained          {:.1f} PFLOPS (executed FLOPs, as hardware counters count them)\n",
                    p.sustained_pflops);
   s += fmt::format("  model              {:.1f} PFLOPS (forward and backward GEMMs)\n", p.model_pflops);
+  s += fmt::format("  model per device   {:.1f} TFLOPS\n", p.model_flops / p.step_time_s / p.ranks / 1e12);
   s += fmt::format("  tokens             {:.4g} per second\n", p.tokens_per_s);
   const Breakdown& b = p.breakdown;
   const double t = b.total_s() > 0 ? b.total_s() : 1;
@@ -155,7 +212,7 @@ std::string summary_text(const Prediction& p) {
   line("backward communication", b.backward_communication_s);
   line("optimizer", b.optimizer_s);
   if (b.idle_s > 0) line("idle", b.idle_s);
-  const MemoryPerNode& m = p.workload.memory;
+  const MemoryPerNode& m = p.memory;
   s += fmt::format("  memory per node    {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f})\n",
                    m.total_bytes() / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,
                    m.gradients_bytes / 1e9, m.optimizer_state_bytes / 1e9, m.activations_bytes / 1e9);
@@ -167,7 +224,7 @@ std::string summary_text(const Prediction& p) {
   for (size_t i = 0; i < p.critical.size() && i < 5; ++i)
     s += fmt::format("    {:<32} {:<9} {:9.4f} s\n", p.critical[i].label, p.critical[i].phase, p.critical[i].seconds);
   s += fmt::format("  simulated: {} fidelity, {} ranks standing for {}, {} flows\n", to_string(p.sim.fidelity),
-                   p.sim.stats.simulated_ranks, p.workload.placement.ranks, p.sim.stats.flows);
+                   p.sim.stats.simulated_ranks, p.ranks, p.sim.stats.flows);
   return s;
 }
 

@@ -2,12 +2,14 @@
 // then the report's figures. Used by `run` and `validate`.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/scenario.hpp"
 #include "costs/profile_cost_model.hpp"
 #include "models/moe_transformer.hpp"
+#include "models/transformer.hpp"
 #include "sim/analysis.hpp"
 #include "sim/engine.hpp"
 
@@ -15,7 +17,11 @@ namespace exasim {
 
 struct Prediction {
   Scenario scenario;
-  MoeWorkload workload;
+  Workload workload;
+  int ranks = 0;
+  double parameters = 0;          // the whole model
+  std::optional<Placement> moda;  // MoDa scenarios: the layout's replicas and supernodes
+  MemoryPerNode memory;           // per device (MoDa scenarios so far)
   SimResult sim;
   Breakdown breakdown;
   std::vector<CriticalItem> critical;

@@ -486,29 +486,38 @@ ModelSpec read_model(const Reader& r, const json& root) {
   const std::string path = "/model";
   const json& m = r.require(root, "", "model", "a model object");
   r.require_object(m, path, "a model object");
-  r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k"});
+  r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "vocab"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
   s.d_model = r.required_int(m, path, "d_model");
   s.heads = r.required_int(m, path, "heads");
   s.d_ff = r.required_int(m, path, "d_ff");
-  s.experts_per_layer = r.required_int(m, path, "experts_per_layer");
+  s.experts_per_layer = r.optional_int(m, path, "experts_per_layer", 0);
   s.top_k = r.optional_int(m, path, "top_k", 1);
+  if (const json* v = Reader::find(m, "capacity_factor"))
+    s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::positive);
+  s.vocab = r.optional_int(m, path, "vocab", 0);
   return s;
 }
 
-TrainingSpec read_training(const Reader& r, const json& root) {
+// general: a general plan's training object (the batch lives in the plan).
+TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   const std::string path = "/training";
   const json& t = r.require(root, "", "training", "a training object");
   r.require_object(t, path, "a training object");
-  r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
+  if (general)
+    r.check_keys(t, path, {"seq_len", "precision", "grad_sync"});
+  else
+    r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
   TrainingSpec s;
   s.seq_len = r.required_int(t, path, "seq_len");
-  s.micro_batch_per_node = r.required_int(t, path, "micro_batch_per_node");
-  s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
-  s.precision = r.enum_value(t, path, "precision", {"fp32", "mixed"}, -1) == 0 ? PrecisionPolicy::fp32
-                                                                              : PrecisionPolicy::mixed;
+  if (!general) {
+    s.micro_batch_per_node = r.required_int(t, path, "micro_batch_per_node");
+    s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
+  }
+  static const PrecisionPolicy policies[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16};
+  s.precision = policies[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16"}, -1)];
   s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
                                                                                           : GradSync::overlap;
   return s;
@@ -530,6 +539,57 @@ PlanSpec read_plan(const Reader& r, const json& root) {
   return s;
 }
 
+ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
+  const std::string path = "/plan";
+  const json& p = r.require(root, "", "plan", "a plan object");
+  r.require_object(p, path, "a plan object");
+  r.check_keys(p, path,
+               {"data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
+                "virtual_stages", "expert_parallel", "zero_stage", "paro", "recompute", "offload_optimizer",
+                "micro_batch", "global_batch", "placement"});
+  ParallelPlan s;
+  s.data = r.optional_int(p, path, "data_parallel", 1);
+  s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
+  static const TensorMode modes[] = {TensorMode::one_d, TensorMode::two_d, TensorMode::two_half_d, TensorMode::three_d};
+  s.tensor_mode = modes[r.enum_value(p, path, "tensor_mode", {"1d", "2d", "2.5d", "3d"}, 0)];
+  s.tensor_depth = r.optional_int(p, path, "tensor_depth", 1);
+  s.pipeline = r.optional_int(p, path, "pipeline_parallel", 1);
+  static const PipelineSchedule schedules[] = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
+                                               PipelineSchedule::interleaved};
+  s.schedule = schedules[r.enum_value(p, path, "schedule", {"gpipe", "1f1b", "interleaved"}, 1)];
+  s.virtual_stages = r.optional_int(p, path, "virtual_stages", 1);
+  s.expert = r.optional_int(p, path, "expert_parallel", 1);
+  if (const json* z = Reader::find(p, "zero_stage")) {
+    const double v = r.number(*z, child(path, "zero_stage"), NumKind::non_negative);
+    if (v != 0 && v != 1 && v != 2 && v != 3)
+      r.fail(child(path, "zero_stage"), "expected 0, 1, 2 or 3, got " + z->dump());
+    s.zero_stage = static_cast<int>(v);
+  }
+  if (Reader::find(p, "paro")) s.paro = r.required_bool(p, path, "paro");
+  static const Recompute recomputes[] = {Recompute::none, Recompute::selective, Recompute::full};
+  s.recompute = recomputes[r.enum_value(p, path, "recompute", {"none", "selective", "full"}, 0)];
+  if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_bool(p, path, "offload_optimizer");
+  s.micro_batch = r.required_int(p, path, "micro_batch");
+  s.global_batch = r.required_int(p, path, "global_batch");
+  if (const json* pl = Reader::find(p, "placement")) {
+    const std::string pp = child(path, "placement");
+    const std::string what = "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first";
+    if (!pl->is_array() || pl->size() != 3) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+    s.placement.clear();
+    bool seen[3] = {false, false, false};
+    for (size_t i = 0; i < pl->size(); ++i) {
+      const json& e = (*pl)[i];
+      const std::string ep = pp + "/" + std::to_string(i);
+      const std::string v = e.is_string() ? e.get<std::string>() : std::string();
+      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : -1;
+      if (k < 0 || seen[k]) r.fail(ep, "expected " + what + ", got " + describe(e));
+      seen[k] = true;
+      s.placement.push_back(k == 0 ? ParallelDim::tensor : k == 1 ? ParallelDim::data : ParallelDim::pipeline);
+    }
+  }
+  return s;
+}
+
 Fidelity read_engine(const Reader& r, const json& root) {
   const json* e = Reader::find(root, "engine");
   if (!e) return Fidelity::folded;
@@ -542,10 +602,93 @@ Fidelity read_engine(const Reader& r, const json& root) {
 
 std::string num(long long x) { return std::to_string(x); }
 
+// Devices the machine offers, one rank each.
+long long machine_devices(const MachineSpec& mc) { return static_cast<long long>(mc.supernodes) * mc.nodes_per_supernode; }
+
+bool is_power(long long x, int e, long long& root) {
+  for (long long q = 1; q <= x; ++q) {
+    long long p = 1;
+    for (int i = 0; i < e; ++i) p *= q;
+    if (p == x) {
+      root = q;
+      return true;
+    }
+    if (p > x) break;
+  }
+  return false;
+}
+
+void validate_general(const Reader& r, const Scenario& s) {
+  const ModelSpec& m = s.model;
+  const ParallelPlan& p = s.parallel;
+  if (!m.dense())
+    r.fail("/model/experts_per_layer",
+           "expected 0 or no key: general plans take dense models so far (MoE models use \"layout\": \"moda\" or "
+           "\"inverse\")");
+  if (m.d_model % m.heads != 0)
+    r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads));
+  if (s.training.precision == PrecisionPolicy::mixed)
+    r.fail("/training/precision",
+           "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
+  if (p.expert != 1) r.fail("/plan/expert_parallel", "expected 1: a dense model has no experts");
+  if (p.paro) r.fail("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
+  if (p.offload_optimizer) r.fail("/plan/offload_optimizer", "expected false: optimizer offload is not simulated yet");
+  long long q = 0;
+  switch (p.tensor_mode) {
+    case TensorMode::one_d:
+      break;
+    case TensorMode::two_d:
+      if (!is_power(p.tensor, 2, q))
+        r.fail("/plan/tensor_parallel", "expected a perfect square for 2-D tensor parallelism, got " + num(p.tensor));
+      break;
+    case TensorMode::two_half_d:
+      if (p.tensor % p.tensor_depth != 0 || !is_power(p.tensor / p.tensor_depth, 2, q))
+        r.fail("/plan/tensor_parallel", "expected tensor_depth x q x q for 2.5-D tensor parallelism (depth " +
+                                            num(p.tensor_depth) + "), got " + num(p.tensor));
+      break;
+    case TensorMode::three_d:
+      if (!is_power(p.tensor, 3, q))
+        r.fail("/plan/tensor_parallel", "expected a perfect cube for 3-D tensor parallelism, got " + num(p.tensor));
+      break;
+  }
+  if (p.tensor_mode != TensorMode::two_half_d && p.tensor_depth != 1)
+    r.fail("/plan/tensor_depth", "expected 1 (or no key): only 2.5-D tensor parallelism has a depth");
+  if (p.tensor_mode == TensorMode::one_d) {
+    if (m.heads % p.tensor != 0)
+      r.fail("/plan/tensor_parallel", "expected a divisor of the heads (" + num(m.heads) + "), got " + num(p.tensor));
+    if (m.d_ff % p.tensor != 0)
+      r.fail("/plan/tensor_parallel", "expected a divisor of d_ff (" + num(m.d_ff) + "), got " + num(p.tensor));
+    if (m.vocab % p.tensor != 0)
+      r.fail("/plan/tensor_parallel", "expected a divisor of the vocabulary (" + num(m.vocab) + "), got " + num(p.tensor));
+  }
+  const long long vt = static_cast<long long>(p.pipeline) * p.virtual_stages;
+  if (m.layers % vt != 0)
+    r.fail("/plan/pipeline_parallel", "expected pipeline_parallel x virtual_stages (" + num(vt) +
+                                          ") to divide the layers (" + num(m.layers) + ")");
+  if (p.virtual_stages > 1 && p.schedule != PipelineSchedule::interleaved)
+    r.fail("/plan/virtual_stages", "expected 1: " + num(p.virtual_stages) +
+                                       " model chunks per device need \"schedule\": \"interleaved\"");
+  const long long per_step = static_cast<long long>(p.micro_batch) * p.data;
+  if (p.global_batch % per_step != 0)
+    r.fail("/plan/global_batch", "expected a multiple of micro_batch x data_parallel (" + num(p.micro_batch) + " x " +
+                                     num(p.data) + " = " + num(per_step) + "), got " + num(p.global_batch));
+  const long long mbs = p.global_batch / per_step;
+  if (p.schedule == PipelineSchedule::interleaved && mbs % p.pipeline != 0)
+    r.fail("/plan/global_batch", "expected the micro-batches per pipeline (global_batch / (micro_batch x data_parallel) = " +
+                                     num(mbs) + ") to be a multiple of pipeline_parallel (" + num(p.pipeline) +
+                                     ") under the interleaved schedule");
+  const long long devices = static_cast<long long>(p.data) * p.tensor * p.pipeline;
+  if (devices > machine_devices(s.machine))
+    r.fail("/plan", "expected at most the machine's " + num(machine_devices(s.machine)) +
+                        " devices: data_parallel x tensor_parallel x pipeline_parallel = " + num(devices));
+}
+
 void validate(const Reader& r, const Scenario& s) {
   const ModelSpec& m = s.model;
   const PlanSpec& p = s.plan;
   const MachineSpec& mc = s.machine;
+  if (m.experts_per_layer <= 0)
+    r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
 
   if (m.d_model % m.heads != 0)
     r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads) +
@@ -618,10 +761,20 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   s.description = r.optional_string(root, "", "description");
   s.machine = read_machine(r, root);
   s.model = read_model(r, root);
-  s.training = read_training(r, root);
-  s.plan = read_plan(r, root);
+  const json* plan = Reader::find(root, "plan");
+  const bool general = plan && plan->is_object() && !plan->contains("layout");
+  s.training = read_training(r, root, general);
+  if (general) {
+    s.plan_kind = Scenario::PlanKind::general;
+    s.parallel = read_parallel_plan(r, root);
+  } else {
+    s.plan = read_plan(r, root);
+  }
   s.fidelity = read_engine(r, root);
-  validate(r, s);
+  if (general)
+    validate_general(r, s);
+  else
+    validate(r, s);
   return s;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/moe_spec.hpp"
+#include "models/parallel_plan.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
 #include "topologies/machine_spec.hpp"
@@ -45,7 +46,12 @@ struct Scenario {
   MachineSpec machine;
   ModelSpec model;
   TrainingSpec training;
+  // A plan is either BaGuaLu's MoDa layout family ("layout": "moda" | "inverse", read into
+  // `plan`) or a general parallel plan (data/tensor/pipeline..., read into `parallel`).
+  enum class PlanKind { moda, general };
+  PlanKind plan_kind = PlanKind::moda;
   PlanSpec plan;
+  ParallelPlan parallel;
   Fidelity fidelity = Fidelity::folded;
   std::vector<Annotation> annotations;
 };

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "models/graph_builder.hpp"
+
 namespace exasim {
 
 namespace {
@@ -27,72 +29,6 @@ PrecisionPlan precision_plan(PrecisionPolicy p) {
   return {Precision::fp16, Precision::fp32, Precision::fp16, Precision::fp32, Precision::fp16,
           Precision::fp64, Precision::fp16, Precision::fp16, 4.0};
 }
-
-// A GEMM's shape: C[m x n] = A[m x k] B[k x n], `batch` independent products.
-KernelShape gemm_shape(double m, double n, double k, double batch = 1) {
-  return {{std::int64_t(m), std::int64_t(n), std::int64_t(k)}, std::int64_t(batch)};
-}
-KernelShape rows_cols(double rows, double cols, double third = 0) {
-  return {{std::int64_t(rows), std::int64_t(cols), std::int64_t(third)}, 1};
-}
-KernelShape elements(double n) { return {{std::int64_t(n), 0, 0}, 1}; }
-
-class GraphBuilder {
- public:
-  explicit GraphBuilder(StepGraph& g) : g_(g) {}
-  // A GEMM computed in `p` on operands stored in `storage` (under autocast the attention's
-  // operands stay fp32 in memory and are cast on the way in), appended after `after` (or after
-  // nothing when after < 0); returns its id.
-  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage, KernelShape s,
-            long after) {
-    const NominalWork w = nominal_work(Kernel::gemm, s, storage);
-    executed_ += w.flops;
-    if (ph != Phase::optimizer) model_ += w.flops;
-    return add(name, label, ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, {after});
-  }
-  // The backward of the forward GEMM C[m x n] = A[m x k] B[k x n]: the data gradient
-  // dA[m x k] = dC[m x n] B^T, then the weight gradient dB[k x n] = A^T dC[m x n].
-  long gemm_backward(const std::string& name, const std::string& label, Precision p, Precision storage, KernelShape fwd,
-                     long after) {
-    const auto [m, n, k] = fwd.dims;
-    after = gemm(name + ".dgrad", label + ".dgrad", Phase::backward, p, storage, gemm_shape(m, k, n, fwd.batch), after);
-    return gemm(name + ".wgrad", label + ".wgrad", Phase::backward, p, storage, gemm_shape(k, n, m, fwd.batch), after);
-  }
-  long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
-              double flops, double bytes, long after) {
-    executed_ += flops;
-    return add(name, label, ph, ComputeWork{kernel, p, flops, bytes, s}, {after});
-  }
-  // The optimizer's update pass over a parameter shard.
-  long optimizer_update(const std::string& name, const std::string& label, double parameters,
-                        const std::vector<long>& after) {
-    const KernelShape s = elements(parameters);
-    const NominalWork w = nominal_work(Kernel::adam, s, Precision::fp32);
-    executed_ += w.flops;
-    return add(name, label, Phase::optimizer, ComputeWork{Kernel::adam, Precision::fp32, w.flops, w.bytes, s}, after);
-  }
-  long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
-                  CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
-    return add(name, label, ph, CollectiveWork{k, a, role, bytes}, after);
-  }
-  double executed_flops() const { return executed_; }
-  double model_flops() const { return model_; }
-
- private:
-  template <class Work>
-  long add(const std::string& name, const std::string& label, Phase ph, Work w, const std::vector<long>& after) {
-    return static_cast<long>(add_op(g_, Op{name, label, ph, std::move(w)}, deps_of(after)));
-  }
-  // Ids below zero mean "no dependency".
-  static std::vector<OpId> deps_of(const std::vector<long>& after) {
-    std::vector<OpId> deps;
-    for (long d : after)
-      if (d >= 0) deps.push_back(static_cast<OpId>(d));
-    return deps;
-  }
-  StepGraph& g_;
-  double executed_ = 0, model_ = 0;
-};
 
 }  // namespace
 

@@ -1,0 +1,100 @@
+// Appends a transformer's ops to a step graph in the shared layer vocabulary: GEMMs with
+// their data and weight gradients, memory-bound kernels, the optimizer update, collectives and
+// point-to-point transfers, each with its kernel, shape, precision, FLOPs and bytes. The MoE
+// (BaGuaLu) and the general transformer builders both use it, so an op called "attn_qkv" is the
+// same thing in both.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/step_graph.hpp"
+
+namespace exasim {
+
+// A GEMM's shape: C[m x n] = A[m x k] B[k x n], `batch` independent products.
+inline KernelShape gemm_shape(double m, double n, double k, double batch = 1) {
+  return {{std::int64_t(m), std::int64_t(n), std::int64_t(k)}, std::int64_t(batch)};
+}
+inline KernelShape rows_cols(double rows, double cols, double third = 0) {
+  return {{std::int64_t(rows), std::int64_t(cols), std::int64_t(third)}, 1};
+}
+inline KernelShape elements(double n) { return {{std::int64_t(n), 0, 0}, 1}; }
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(StepGraph& g) : g_(g) {}
+  // A GEMM computed in `p` on operands stored in `storage` (under autocast the attention's
+  // operands stay fp32 in memory and are cast on the way in), appended after `after` (or after
+  // nothing when after < 0); returns its id.
+  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage, KernelShape s,
+            long after) {
+    return gemm(name, label, ph, p, storage, s, std::vector<long>{after});
+  }
+  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage, KernelShape s,
+            const std::vector<long>& after) {
+    const NominalWork w = nominal_work(Kernel::gemm, s, storage);
+    executed_ += w.flops;
+    if (ph != Phase::optimizer) model_ += w.flops;
+    return add(name, label, ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, after);
+  }
+  // The backward of the forward GEMM C[m x n] = A[m x k] B[k x n]: the data gradient
+  // dA[m x k] = dC[m x n] B^T, then the weight gradient dB[k x n] = A^T dC[m x n].
+  long gemm_backward(const std::string& name, const std::string& label, Precision p, Precision storage, KernelShape fwd,
+                     long after) {
+    return gemm_backward(name, label, p, storage, fwd, std::vector<long>{after});
+  }
+  long gemm_backward(const std::string& name, const std::string& label, Precision p, Precision storage, KernelShape fwd,
+                     const std::vector<long>& after) {
+    const auto [m, n, k] = fwd.dims;
+    const long dgrad = gemm(name + ".dgrad", label + ".dgrad", Phase::backward, p, storage, gemm_shape(m, k, n, fwd.batch), after);
+    return gemm(name + ".wgrad", label + ".wgrad", Phase::backward, p, storage, gemm_shape(k, n, m, fwd.batch), dgrad);
+  }
+  long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
+              double flops, double bytes, long after) {
+    return memory(name, label, ph, kernel, p, s, flops, bytes, std::vector<long>{after});
+  }
+  long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
+              double flops, double bytes, const std::vector<long>& after) {
+    executed_ += flops;
+    return add(name, label, ph, ComputeWork{kernel, p, flops, bytes, s}, after);
+  }
+  // The optimizer's update pass over a parameter shard.
+  long optimizer_update(const std::string& name, const std::string& label, double parameters,
+                        const std::vector<long>& after) {
+    const KernelShape s = elements(parameters);
+    const NominalWork w = nominal_work(Kernel::adam, s, Precision::fp32);
+    executed_ += w.flops;
+    return add(name, label, Phase::optimizer, ComputeWork{Kernel::adam, Precision::fp32, w.flops, w.bytes, s}, after);
+  }
+  long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
+                  CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
+    return add(name, label, ph, CollectiveWork{k, a, role, bytes}, after);
+  }
+  // A point-to-point send to, or receive from, the member at `offset` of this rank's group.
+  long transfer(const std::string& name, const std::string& label, Phase ph, TransferWork::Direction dir,
+                const std::string& role, int offset, double bytes, long tag, const std::vector<long>& after) {
+    return add(name, label, ph, TransferWork{dir, role, offset, bytes, tag}, after);
+  }
+  StepGraph& graph() { return g_; }
+  long ops() const { return static_cast<long>(boost::num_vertices(g_)); }
+  double executed_flops() const { return executed_; }
+  double model_flops() const { return model_; }
+
+ private:
+  template <class Work>
+  long add(const std::string& name, const std::string& label, Phase ph, Work w, const std::vector<long>& after) {
+    return static_cast<long>(add_op(g_, Op{name, label, ph, std::move(w)}, deps_of(after)));
+  }
+  // Ids below zero mean "no dependency".
+  static std::vector<OpId> deps_of(const std::vector<long>& after) {
+    std::vector<OpId> deps;
+    for (long d : after)
+      if (d >= 0) deps.push_back(static_cast<OpId>(d));
+    return deps;
+  }
+  StepGraph& g_;
+  double executed_ = 0, model_ = 0;
+};
+
+}  // namespace exasim

@@ -1,0 +1,103 @@
+#include "models/plan_placement.hpp"
+
+#include <stdexcept>
+#include <string>
+
+
+namespace exasim {
+
+namespace {
+struct TensorGroupPosition {
+  int group = 0, member = 0;
+};
+std::vector<std::string> tensor_group_roles(TensorMode m) {
+  if (m != TensorMode::one_d) throw std::invalid_argument("placement: only 1-D tensor parallelism is placed so far");
+  return {"tp"};
+}
+TensorGroupPosition tensor_group_position(TensorMode, int, int, const std::string&, int t) { return {0, t}; }
+
+int dim_index(ParallelDim d) {
+  switch (d) {
+    case ParallelDim::tensor: return 0;
+    case ParallelDim::data: return 1;
+    case ParallelDim::pipeline: return 2;
+    case ParallelDim::expert: break;
+  }
+  throw std::invalid_argument("placement: the expert dimension is placed inside the data dimension, not on its own");
+}
+}  // namespace
+
+int PlanPlacement::rank_of(const RankCoords& c) const {
+  return c.tensor * strides[0] + c.data * strides[1] + c.pipeline * strides[2];
+}
+
+PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
+  PlanPlacement pl;
+  pl.sizes = {plan.tensor, plan.data, plan.pipeline};
+  std::array<int, 3> seen{};
+  int stride = 1;
+  for (ParallelDim d : plan.placement) {
+    const int i = dim_index(d);
+    if (seen[i]++) throw std::invalid_argument(std::string("placement: ") + to_string(d) + " is listed twice");
+    pl.strides[i] = stride;
+    stride *= pl.sizes[i];
+  }
+  for (int i = 0; i < 3; ++i)
+    if (!seen[i]) throw std::invalid_argument("placement: must list tensor, data and pipeline");
+  const int N = plan.devices();
+  pl.coords.resize(N);
+  for (int t = 0; t < plan.tensor; ++t)
+    for (int d = 0; d < plan.data; ++d)
+      for (int p = 0; p < plan.pipeline; ++p) {
+        const RankCoords c{t, d, p};
+        pl.coords[pl.rank_of(c)] = c;
+      }
+  w.rank_count = N;
+  w.node_of_rank.resize(N);
+  w.program_of_rank.resize(N);
+  w.class_of_rank.resize(N);
+  for (int r = 0; r < N; ++r) {
+    w.node_of_rank[r] = r;
+    w.program_of_rank[r] = pl.coords[r].pipeline;
+    w.class_of_rank[r] = pl.coords[r].pipeline;
+  }
+  // "dp": one group per (tensor, stage); "pp": one per (tensor, data).
+  GroupTable dp, pp;
+  for (int p = 0; p < plan.pipeline; ++p)
+    for (int t = 0; t < plan.tensor; ++t) {
+      std::vector<int> m;
+      for (int d = 0; d < plan.data; ++d) m.push_back(pl.rank_of({t, d, p}));
+      dp.members.push_back(std::move(m));
+    }
+  for (int d = 0; d < plan.data; ++d)
+    for (int t = 0; t < plan.tensor; ++t) {
+      std::vector<int> m;
+      for (int p = 0; p < plan.pipeline; ++p) m.push_back(pl.rank_of({t, d, p}));
+      pp.members.push_back(std::move(m));
+    }
+  dp.index(N);
+  pp.index(N);
+  w.groups["dp"] = std::move(dp);
+  w.groups["pp"] = std::move(pp);
+  // Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups.
+  for (const std::string& role : tensor_group_roles(plan.tensor_mode)) {
+    GroupTable g;
+    for (int p = 0; p < plan.pipeline; ++p)
+      for (int d = 0; d < plan.data; ++d) {
+        std::vector<std::vector<int>> sub;
+        for (int t = 0; t < plan.tensor; ++t) {
+          const TensorGroupPosition pos = tensor_group_position(plan.tensor_mode, plan.tensor, plan.tensor_depth, role, t);
+          if (pos.group >= static_cast<int>(sub.size())) sub.resize(pos.group + 1);
+          auto& members = sub[pos.group];
+          if (pos.member >= static_cast<int>(members.size())) members.resize(pos.member + 1, -1);
+          members[pos.member] = pl.rank_of({t, d, p});
+        }
+        for (auto& m : sub) g.members.push_back(std::move(m));
+      }
+    g.index(N);
+    w.groups[role] = std::move(g);
+  }
+  return pl;
+}
+
+}  // namespace exasim

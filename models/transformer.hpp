@@ -1,0 +1,46 @@
+// A dense transformer (GPT as in Megatron-LM) under a general parallel plan, as one step
+// graph per pipeline stage: each stage runs its micro-batches' forward and backward passes in
+// its schedule's order (models/pipeline_schedule.hpp), receives activations from the previous
+// stage and gradients from the next one, reduces its gradients among its data-parallel
+// replicas and updates its parameters. The layers use the same op vocabulary as the MoE
+// builder (models/graph_builder.hpp).
+//
+// Per layer and micro-batch of T = micro_batch x seq_len tokens, under 1-D tensor parallelism
+// over t devices (Megatron): layer norm; QKV (T x 3d/t x d); the attention core per local head
+// (scores, softmax, context); projection (T x d x d/t); an all-reduce of T x d activations
+// over "tp"; residual; layer norm; FFN1 (T x ff/t x d); GELU; FFN2 (T x d x ff/t); all-reduce;
+// residual. The backward pass runs each GEMM's data gradient then its weight gradient; the
+// input-gradient all-reduces follow the QKV and FFN1 data gradients and overlap their weight
+// gradients. The first virtual stage adds the embedding lookup, the last the final layer norm,
+// the logits GEMM (T x V/t x d) and the cross-entropy.
+//
+// Recomputation: full reruns each layer's forward (with its all-reduces) before its backward;
+// selective reruns the attention core (scores, softmax, context).
+// Pipeline messages use Megatron's scatter/gather: each tensor-parallel rank sends 1/t of the
+// T x d activations and the receivers all-gather them over "tp".
+// Gradients: after the last backward, an all-reduce over "dp" (ZeRO 0), or a reduce-scatter,
+// the Adam update of the shard and an all-gather of the parameters (ZeRO 1 and 2); ZeRO 3
+// also all-gathers each layer's parameters before its forward and its backward.
+#pragma once
+#include "models/moe_spec.hpp"
+#include "models/parallel_plan.hpp"
+#include "models/plan_placement.hpp"
+#include "sim/workload.hpp"
+
+namespace exasim {
+
+struct TransformerWorkload {
+  Workload workload;
+  PlanPlacement placement;
+  double executed_flops = 0;  // all ranks, every compute op
+  double model_flops = 0;     // all ranks: forward, backward and recomputed GEMMs (Megatron's Eq. 3)
+  double tokens_per_step = 0;
+  double parameters = 0;      // the whole model (Megatron's Eq. 2)
+};
+
+// Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
+// stages, heads or d_ff not divisible by the tensor size, a batch that does not split).
+TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
+                                               const ParallelPlan& plan);
+
+}  // namespace exasim

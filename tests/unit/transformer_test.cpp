@@ -1,0 +1,196 @@
+// The general transformer's step graphs, pipeline schedules and plan placement, checked by
+// hand on small models. No simulation here.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "models/pipeline_schedule.hpp"
+#include "models/plan_placement.hpp"
+#include "models/transformer.hpp"
+
+using namespace exasim;
+
+namespace {
+
+ModelSpec gpt(int layers = 4, int d = 64, int heads = 4, int vocab = 256) {
+  ModelSpec m;
+  m.name = "gpt-test";
+  m.layers = layers;
+  m.d_model = d;
+  m.heads = heads;
+  m.d_ff = 4 * d;
+  m.vocab = vocab;
+  return m;
+}
+
+TrainingSpec half(int seq = 32) {
+  TrainingSpec t;
+  t.seq_len = seq;
+  t.precision = PrecisionPolicy::fp16;
+  return t;
+}
+
+ParallelPlan plan(int d, int t, int p, int mb, int gb, Recompute r = Recompute::full) {
+  ParallelPlan x;
+  x.data = d;
+  x.tensor = t;
+  x.pipeline = p;
+  x.micro_batch = mb;
+  x.global_batch = gb;
+  x.recompute = r;
+  return x;
+}
+
+using Item = std::tuple<bool, int, int>;  // forward, micro-batch, chunk
+std::vector<Item> items(const std::vector<PipelineItem>& v) {
+  std::vector<Item> out;
+  for (auto& i : v) out.emplace_back(i.forward, i.micro_batch, i.chunk);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: warm-up forwards, then one forward one backward, then the cool-down") {
+  // p = 4, m = 6, stage 1: min(4 - 1 - 1, 6) = 2 warm-up forwards.
+  const auto v = items(pipeline_order(PipelineSchedule::one_f_one_b, 4, 6, 1, 1));
+  const std::vector<Item> expected = {{true, 0, 0},  {true, 1, 0},  {true, 2, 0},  {false, 0, 0},
+                                      {true, 3, 0},  {false, 1, 0}, {true, 4, 0},  {false, 2, 0},
+                                      {true, 5, 0},  {false, 3, 0}, {false, 4, 0}, {false, 5, 0}};
+  CHECK(v == expected);
+  // The last stage has no warm-up: F0 B0 F1 B1 ...
+  const auto last = items(pipeline_order(PipelineSchedule::one_f_one_b, 4, 6, 1, 3));
+  CHECK(last[0] == Item{true, 0, 0});
+  CHECK(last[1] == Item{false, 0, 0});
+  // GPipe: all forwards, then all backwards.
+  const auto g = items(pipeline_order(PipelineSchedule::gpipe, 4, 3, 1, 0));
+  CHECK(g == std::vector<Item>{{true, 0, 0}, {true, 1, 0}, {true, 2, 0}, {false, 0, 0}, {false, 1, 0}, {false, 2, 0}});
+}
+
+TEST_CASE("interleaved 1F1B follows Megatron-LM's order") {
+  // p = 2, v = 2, m = 4, stage 0: warm-up (2 - 0 - 1) * 2 + (2 - 1) * 2 = 4 items. Forward
+  // item k is micro-batch (k / 4) * 2 + k % 2 of chunk (k % 4) / 2; backward runs chunks reversed.
+  const auto v = items(pipeline_order(PipelineSchedule::interleaved, 2, 4, 2, 0));
+  const std::vector<Item> expected = {
+      {true, 0, 0},  {true, 1, 0},  {true, 0, 1},  {true, 1, 1},                                   // warm-up
+      {true, 2, 0},  {false, 0, 1}, {true, 3, 0},  {false, 1, 1}, {true, 2, 1}, {false, 0, 0},
+      {true, 3, 1},  {false, 1, 0},                                                                 // steady
+      {false, 2, 1}, {false, 3, 1}, {false, 2, 0}, {false, 3, 0}};                                 // cool-down
+  CHECK(v == expected);
+  CHECK_THROWS_AS(pipeline_order(PipelineSchedule::interleaved, 2, 3, 2, 0), std::invalid_argument);
+  CHECK_THROWS_AS(pipeline_order(PipelineSchedule::one_f_one_b, 2, 4, 2, 0), std::invalid_argument);
+}
+
+TEST_CASE("every schedule runs each micro-batch's forward and backward once, forward first") {
+  for (auto sch : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved}) {
+    const int p = 4, m = 8, v = sch == PipelineSchedule::interleaved ? 3 : 1;
+    for (int s = 0; s < p; ++s) {
+      const auto order = pipeline_order(sch, p, m, v, s);
+      CHECK(order.size() == size_t(2 * m * v));
+      std::map<std::pair<int, int>, int> fwd_at;
+      for (size_t i = 0; i < order.size(); ++i) {
+        const auto key = std::make_pair(order[i].micro_batch, order[i].chunk);
+        if (order[i].forward) {
+          CHECK(fwd_at.count(key) == 0);
+          fwd_at[key] = int(i);
+        } else {
+          REQUIRE(fwd_at.count(key) == 1);
+          CHECK(fwd_at[key] < int(i));
+        }
+      }
+      CHECK(fwd_at.size() == size_t(m * v));
+    }
+  }
+}
+
+TEST_CASE("placement: Megatron's order puts a tensor group on adjacent devices and strides the pipeline") {
+  Workload w;
+  ParallelPlan p = plan(2, 4, 3, 1, 6);
+  const PlanPlacement pl = place_plan(p, w);
+  CHECK(w.rank_count == 24);
+  // rank = t + 4 (d + 2 p)
+  CHECK(pl.rank_of({3, 1, 2}) == 3 + 4 * (1 + 2 * 2));
+  const GroupTable& tp = w.groups.at("tp");
+  CHECK(tp.members[tp.group_of_rank[5]] == std::vector<int>{4, 5, 6, 7});
+  const GroupTable& pp = w.groups.at("pp");
+  CHECK(pp.members[pp.group_of_rank[5]] == std::vector<int>{5, 13, 21});
+  const GroupTable& dp = w.groups.at("dp");
+  CHECK(dp.members[dp.group_of_rank[5]] == std::vector<int>{1, 5});
+  CHECK(w.program_of_rank[21] == 2);
+  CHECK(w.class_of_rank[13] == 1);
+  // Data innermost: the replicas are adjacent.
+  p.placement = {ParallelDim::data, ParallelDim::tensor, ParallelDim::pipeline};
+  Workload w2;
+  place_plan(p, w2);
+  CHECK(w2.groups.at("dp").members[0] == std::vector<int>{0, 1});
+  p.placement = {ParallelDim::data, ParallelDim::data, ParallelDim::pipeline};
+  Workload w3;
+  CHECK_THROWS_AS(place_plan(p, w3), std::invalid_argument);
+}
+
+TEST_CASE("model FLOPs with full recomputation equal Megatron-LM's Eq. 3; parameters its Eq. 2") {
+  const ModelSpec m = gpt(8, 64, 4, 256);
+  const TrainingSpec t = half(32);
+  const double B = 16, s = 32, l = 8, h = 64, V = 256;
+  for (auto [d, tp, pp, sch] : {std::tuple{2, 2, 2, PipelineSchedule::one_f_one_b}, std::tuple{1, 4, 4, PipelineSchedule::gpipe},
+                                std::tuple{4, 1, 1, PipelineSchedule::one_f_one_b}}) {
+    ParallelPlan p = plan(d, tp, pp, 2, 16);
+    p.schedule = sch;
+    const TransformerWorkload tw = build_transformer_workload(m, t, p);
+    const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    CHECK(tw.model_flops == doctest::Approx(eq3).epsilon(1e-12));
+    CHECK(tw.workload.programs.size() == size_t(pp));
+    CHECK(tw.tokens_per_step == B * s);
+  }
+  const TransformerWorkload tw = build_transformer_workload(m, t, plan(1, 1, 1, 1, 1));
+  CHECK(tw.parameters == doctest::Approx(12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))));
+  // Without recomputation the layers' GEMMs run three times their forward, not four.
+  const TransformerWorkload none = build_transformer_workload(m, t, plan(1, 1, 1, 16, 16, Recompute::none));
+  CHECK(none.model_flops == doctest::Approx(72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V));
+}
+
+TEST_CASE("interleaving splits the layers into chunks; each send has one receive with its tag in the next stage") {
+  const ModelSpec m = gpt(8);
+  ParallelPlan p = plan(1, 2, 2, 1, 4);
+  p.schedule = PipelineSchedule::interleaved;
+  p.virtual_stages = 2;
+  const TransformerWorkload tw = build_transformer_workload(m, half(), p);
+  // sends[stage] = {(tag, offset)}, recvs likewise; stage s's send with offset o must be
+  // received by stage (s + o) mod p with the same tag and offset.
+  std::map<int, std::multiset<std::pair<long, int>>> sends, recvs;
+  std::map<int, int> layer_forwards;
+  for (int s = 0; s < 2; ++s) {
+    const StepGraph& g = tw.workload.programs[s];
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Op& op = g[v];
+      if (const auto* x = std::get_if<TransferWork>(&op.work)) {
+        CHECK(x->group_role == "pp");
+        CHECK(x->bytes == doctest::Approx(32.0 * 64 * 2 / 2));  // T x d fp16 over t = 2
+        (x->direction == TransferWork::Direction::send ? sends : recvs)[s].insert({x->tag, x->offset});
+      }
+      if (op.label == "attn_qkv") layer_forwards[s]++;
+    }
+  }
+  for (int s = 0; s < 2; ++s)
+    for (auto& [tag, off] : sends[s]) CHECK(recvs[((s + off) % 2 + 2) % 2].count({tag, off}) == 1);
+  size_t total_sends = sends[0].size() + sends[1].size(), total_recvs = recvs[0].size() + recvs[1].size();
+  CHECK(total_sends == total_recvs);
+  // 4 virtual stages, 4 micro-batches: 3 activation and 3 gradient messages per micro-batch.
+  CHECK(total_sends == 4 * 3 * 2);
+  // Each device runs 2 chunks x 2 layers forward for each of the 4 micro-batches.
+  CHECK(layer_forwards[0] == 4 * 4);
+  CHECK(layer_forwards[1] == 4 * 4);
+}
+
+TEST_CASE("impossible plans are refused with the reason") {
+  CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(6), half(), plan(1, 1, 4, 1, 4)),
+                       doctest::Contains("layers (6)"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(4, 64, 4), half(), plan(1, 8, 1, 1, 4)),
+                       doctest::Contains("tensor-parallel size (8)"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(), half(), plan(3, 1, 1, 2, 8)),
+                       doctest::Contains("global_batch (8)"), std::invalid_argument);
+}
