@@ -1,0 +1,98 @@
+// General parallel plans in scenario files: the values read, and each impossible plan refused
+// with the JSON path and what was expected.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "app/scenario.hpp"
+
+using namespace exasim;
+using json = nlohmann::json;
+
+namespace {
+
+json gpt_scenario() {
+  return json::parse(R"({
+    "name": "gpt-plan",
+    "machine": "sunway-oceanlight",
+    "model": {"name": "gpt", "layers": 8, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
+    "training": {"seq_len": 128, "precision": "fp16"},
+    "plan": {"data_parallel": 4, "tensor_parallel": 2, "pipeline_parallel": 2, "schedule": "interleaved",
+             "virtual_stages": 2, "zero_stage": 1, "recompute": "selective", "micro_batch": 2, "global_batch": 32,
+             "placement": ["tensor", "pipeline", "data"]}
+  })");
+}
+
+std::pair<std::string, std::string> error_of(const json& j) {
+  try {
+    (void)parse_scenario(j.dump(), "g.json");
+  } catch (const ScenarioError& e) {
+    return {e.json_path(), e.expected()};
+  }
+  return {"", "no error"};
+}
+
+}  // namespace
+
+TEST_CASE("general plan: values and defaults") {
+  const Scenario s = parse_scenario(gpt_scenario().dump(), "g.json");
+  CHECK(s.plan_kind == Scenario::PlanKind::general);
+  const ParallelPlan& p = s.parallel;
+  CHECK(p.data == 4);
+  CHECK(p.tensor == 2);
+  CHECK(p.tensor_mode == TensorMode::one_d);
+  CHECK(p.pipeline == 2);
+  CHECK(p.schedule == PipelineSchedule::interleaved);
+  CHECK(p.virtual_stages == 2);
+  CHECK(p.zero_stage == 1);
+  CHECK(p.recompute == Recompute::selective);
+  CHECK(p.micro_batches() == 4);
+  CHECK(p.placement == std::vector<ParallelDim>{ParallelDim::tensor, ParallelDim::pipeline, ParallelDim::data});
+  CHECK(s.model.dense());
+  CHECK(s.model.vocab == 1024);
+  CHECK(s.training.precision == PrecisionPolicy::fp16);
+}
+
+TEST_CASE("general plan: impossible plans name the JSON path") {
+  struct Case {
+    const char* pointer;
+    json value;
+    const char* path;
+    const char* expected_part;
+  };
+  const Case cases[] = {
+      {"/plan/pipeline_parallel", 3, "/plan/pipeline_parallel", "divide the layers"},
+      {"/plan/tensor_parallel", 16, "/plan/tensor_parallel", "divisor of the heads"},
+      {"/plan/virtual_stages", 3, "/plan/pipeline_parallel", "divide the layers"},
+      {"/plan/global_batch", 30, "/plan/global_batch", "multiple of micro_batch x data_parallel"},
+      {"/plan/global_batch", 24, "/plan/global_batch", "multiple of pipeline_parallel"},
+      {"/plan/schedule", "1f1b", "/plan/virtual_stages", "interleaved"},
+      {"/plan/zero_stage", 4, "/plan/zero_stage", "0, 1, 2 or 3"},
+      {"/plan/recompute", "some", "/plan/recompute", "\"none\", \"selective\", \"full\""},
+      {"/plan/placement", json::array({"tensor", "tensor", "data"}), "/plan/placement/1", "each once"},
+      {"/plan/tensor_mode", "2d", "/plan/tensor_parallel", "perfect square"},
+      {"/plan/tensor_mode", "3d", "/plan/tensor_parallel", "perfect cube"},
+      {"/plan/tensor_depth", 2, "/plan/tensor_depth", "only 2.5-D"},
+      {"/plan/paro", true, "/plan/paro", "MoDa"},
+      {"/plan/expert_parallel", 2, "/plan/expert_parallel", "no experts"},
+      {"/training/precision", "mixed", "/training/precision", "layer-wise"},
+      {"/training/micro_batch_per_node", 2, "/training/micro_batch_per_node", "unknown key"},
+      {"/model/experts_per_layer", 4, "/model/experts_per_layer", "dense"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.pointer);
+    json j = gpt_scenario();
+    j[json::json_pointer(c.pointer)] = c.value;
+    const auto [path, expected] = error_of(j);
+    CHECK(path == c.path);
+    CHECK(expected.find(c.expected_part) != std::string::npos);
+  }
+  // More devices than the machine has (102,400 Sunway nodes).
+  json j = gpt_scenario();
+  j["plan"]["data_parallel"] = 32768;
+  j["plan"]["global_batch"] = 131072;
+  const auto [path, expected] = error_of(j);
+  CHECK(path == "/plan");
+  CHECK(expected.find("at most the machine's 102400 devices") != std::string::npos);
+}
