@@ -544,11 +544,10 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   const json& p = r.require(root, "", "plan", "a plan object");
   r.require_object(p, path, "a plan object");
   r.check_keys(p, path,
-               {"data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
+               {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "expert_parallel", "zero_stage", "paro", "recompute", "offload_optimizer",
                 "micro_batch", "global_batch", "placement"});
   ParallelPlan s;
-  s.data = r.optional_int(p, path, "data_parallel", 1);
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
   static const TensorMode modes[] = {TensorMode::one_d, TensorMode::two_d, TensorMode::two_half_d, TensorMode::three_d};
   s.tensor_mode = modes[r.enum_value(p, path, "tensor_mode", {"1d", "2d", "2.5d", "3d"}, 0)];
@@ -556,8 +555,23 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.pipeline = r.optional_int(p, path, "pipeline_parallel", 1);
   static const PipelineSchedule schedules[] = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
                                                PipelineSchedule::interleaved};
-  s.schedule = schedules[r.enum_value(p, path, "schedule", {"gpipe", "1f1b", "interleaved"}, 1)];
   s.virtual_stages = r.optional_int(p, path, "virtual_stages", 1);
+  // Without a schedule: interleaved when the devices hold several model chunks, else 1F1B.
+  s.schedule = schedules[r.enum_value(p, path, "schedule", {"gpipe", "1f1b", "interleaved"}, s.virtual_stages > 1 ? 2 : 1)];
+  // "devices" alone: the data-parallel size is what the tensor and pipeline sizes leave.
+  const json* devices = Reader::find(p, "devices");
+  const json* data = Reader::find(p, "data_parallel");
+  if (devices && data) r.fail(child(path, "devices"), "either devices or data_parallel, not both");
+  if (devices) {
+    const int n = r.integer(*devices, child(path, "devices"));
+    const long long tp = static_cast<long long>(s.tensor) * s.pipeline;
+    if (n % tp != 0)
+      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel (" + std::to_string(tp) +
+                                         "), got " + std::to_string(n));
+    s.data = static_cast<int>(n / tp);
+  } else {
+    s.data = r.optional_int(p, path, "data_parallel", 1);
+  }
   s.expert = r.optional_int(p, path, "expert_parallel", 1);
   if (const json* z = Reader::find(p, "zero_stage")) {
     const double v = r.number(*z, child(path, "zero_stage"), NumKind::non_negative);
@@ -665,6 +679,9 @@ void validate_general(const Reader& r, const Scenario& s) {
   if (m.layers % vt != 0)
     r.fail("/plan/pipeline_parallel", "expected pipeline_parallel x virtual_stages (" + num(vt) +
                                           ") to divide the layers (" + num(m.layers) + ")");
+  if (p.virtual_stages == 1 && p.schedule == PipelineSchedule::interleaved)
+    r.fail("/plan/virtual_stages", "expected at least 2 model chunks per device under the interleaved schedule (with 1 "
+                                   "it is 1F1B: use \"schedule\": \"1f1b\")");
   if (p.virtual_stages > 1 && p.schedule != PipelineSchedule::interleaved)
     r.fail("/plan/virtual_stages", "expected 1: " + num(p.virtual_stages) +
                                        " model chunks per device need \"schedule\": \"interleaved\"");

@@ -25,9 +25,13 @@ const std::string& embedded(const std::string& path) {
   if (it == files.end()) throw std::runtime_error("validation case refers to '" + path + "', which is not embedded");
   return it->second;
 }
+// The figures a validation case may compare, from a prediction's report.
+const char* const kMetrics[] = {"sustained_pflops", "model_tflops_per_device", "model_pflops", "step_time_s",
+                                "tokens_per_s"};
+
 // SimGrid allows one engine per process: each scenario runs in a child process that sends
-// back its sustained PFLOPS (or its error) through a pipe.
-double predict_in_child(const Scenario& sc, const PredictOptions& o) {
+// back its figures (or its error) through a pipe.
+nlohmann::json predict_in_child(const Scenario& sc, const PredictOptions& o) {
   int fd[2];
   if (pipe(fd) != 0) throw std::runtime_error("validate: pipe() failed");
   std::fflush(nullptr);
@@ -37,7 +41,10 @@ double predict_in_child(const Scenario& sc, const PredictOptions& o) {
     close(fd[0]);
     std::string msg;
     try {
-      msg = fmt::format("ok {:a}", predict(sc, o).sustained_pflops);
+      const nlohmann::json report = report_json(predict(sc, o));
+      nlohmann::json figures;
+      for (const char* m : kMetrics) figures[m] = report.at(m);
+      msg = "ok " + figures.dump();
     } catch (const std::exception& e) {
       msg = std::string("error ") + e.what();
     }
@@ -52,7 +59,7 @@ double predict_in_child(const Scenario& sc, const PredictOptions& o) {
   close(fd[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (msg.rfind("ok ", 0) == 0) return std::strtod(msg.c_str() + 3, nullptr);
+  if (msg.rfind("ok ", 0) == 0) return nlohmann::json::parse(msg.substr(3));
   if (msg.rfind("error ", 0) == 0) throw std::runtime_error(sc.file + ": " + msg.substr(6));
   throw std::runtime_error(sc.file + ": the simulation process died (status " + std::to_string(status) + ")");
 }
@@ -62,12 +69,13 @@ double predict_in_child(const Scenario& sc, const PredictOptions& o) {
 nlohmann::json run_validation(const PredictOptions& o) {
   using nlohmann::json;
   json rows = json::array();
-  std::map<std::string, double> predicted_by_scenario;  // one run per scenario file
+  std::map<std::string, json> predicted_by_scenario;  // one run per scenario file
   for (const auto& [path, text] : embedded_files()) {
     if (path.rfind("scenarios/validation/", 0) != 0) continue;
     const json c = json::parse(text);
     const std::string id = c.at("case");
     const std::string unit = c.value("unit", "");
+    const std::string metric = c.value("metric", "sustained_pflops");
     if (!c.value("expressible", true)) {
       for (const auto& f : c.at("figures"))
         rows.push_back({{"case", id}, {"figure", f.at("figure")}, {"predicted", nullptr},
@@ -97,7 +105,9 @@ nlohmann::json run_validation(const PredictOptions& o) {
           fmt::print(stderr, "validate: running {} ...\n", sp);
           it = predicted_by_scenario.emplace(sp, predict_in_child(sc, o)).first;
         }
-        predicted = it->second;
+        if (!it->second.contains(f.value("metric", metric)))
+          throw std::runtime_error(id + ": unknown metric '" + f.value("metric", metric) + "'");
+        predicted = it->second.at(f.value("metric", metric)).get<double>();
       }
       by_figure[fig] = predicted;
       json row{{"case", id}, {"figure", fig}, {"predicted", predicted}, {"published", published},

@@ -4,8 +4,9 @@
 // placement {data inside the supernode, expert across}; its inverse swaps the two.
 //
 // Scenario keys (the "plan" object of a general scenario, see app/scenario.cpp):
-//   data_parallel, tensor_parallel, tensor_mode ("1d" | "2d" | "2.5d" | "3d"), tensor_depth,
-//   pipeline_parallel, schedule ("gpipe" | "1f1b" | "interleaved"), virtual_stages,
+//   devices (the data-parallel size is then devices / (tensor x pipeline)) or data_parallel, tensor_parallel, tensor_mode ("1d" | "2d" | "2.5d" | "3d"), tensor_depth,
+//   pipeline_parallel, schedule ("gpipe" | "1f1b" | "interleaved"; default: interleaved when
+//   virtual_stages > 1, else 1f1b), virtual_stages,
 //   expert_parallel, zero_stage (0..3), paro, recompute ("none" | "selective" | "full"),
 //   offload_optimizer, micro_batch, global_batch, placement (innermost first, e.g.
 //   ["tensor", "data", "pipeline"], Megatron-LM's order).

@@ -68,6 +68,7 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
       {"/plan/global_batch", 30, "/plan/global_batch", "multiple of micro_batch x data_parallel"},
       {"/plan/global_batch", 24, "/plan/global_batch", "multiple of pipeline_parallel"},
       {"/plan/schedule", "1f1b", "/plan/virtual_stages", "interleaved"},
+      {"/plan/virtual_stages", 1, "/plan/virtual_stages", "at least 2 model chunks"},
       {"/plan/zero_stage", 4, "/plan/zero_stage", "0, 1, 2 or 3"},
       {"/plan/recompute", "some", "/plan/recompute", "\"none\", \"selective\", \"full\""},
       {"/plan/placement", json::array({"tensor", "tensor", "data"}), "/plan/placement/1", "each once"},
@@ -87,6 +88,19 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
     const auto [path, expected] = error_of(j);
     CHECK(path == c.path);
     CHECK(expected.find(c.expected_part) != std::string::npos);
+  }
+  // "devices" leaves the data-parallel size to the tensor and pipeline sizes.
+  {
+    json d = gpt_scenario();
+    d["plan"].erase("data_parallel");
+    d["plan"]["devices"] = 16;
+    CHECK(parse_scenario(d.dump(), "g.json").parallel.data == 4);
+    d["plan"]["devices"] = 18;
+    const auto [dpath, dexp] = error_of(d);
+    CHECK(dpath == "/plan/devices");
+    CHECK(dexp.find("multiple of tensor_parallel x pipeline_parallel (4)") != std::string::npos);
+    d["plan"]["data_parallel"] = 4;
+    CHECK(error_of(d).first == "/plan/devices");
   }
   // More devices than the machine has (102,400 Sunway nodes).
   json j = gpt_scenario();
