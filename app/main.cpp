@@ -39,6 +39,7 @@ int usage(int code) {
             << ")\n"
                "      --sample: measure this host's kernels now on the step's exact shapes (cached in\n"
                "      --cache FILE, default ~/.cache/exasim/samples.json) instead of the profile's grid\n"
+               "      --analytic: a closed-form alpha-beta estimate on the same step graphs, no simulation\n"
                "  exasim calibrate [--quick] [--out FILE] [--cache FILE] [--threads N (default 1)]\n"
                "      measures this host's kernels into a host profile (default FILE: profiles/host-<cpu>.json)\n"
                "  exasim validate [--json] [--profile FILE]\n"
@@ -60,10 +61,12 @@ Scenario load(const std::string& arg) {
 
 int cmd_run(const std::vector<std::string>& args) {
   std::string scenario_arg, out_dir, fidelity, profile, cache_file;
-  bool sample = false;
+  bool sample = false, analytic = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out" && i + 1 < args.size())
       out_dir = args[++i];
+    else if (args[i] == "--analytic")
+      analytic = true;
     else if (args[i] == "--profile" && i + 1 < args.size())
       profile = args[++i];
     else if (args[i] == "--sample")
@@ -91,6 +94,7 @@ int cmd_run(const std::vector<std::string>& args) {
     throw ScenarioError("--fidelity", "", "folded or exhaustive, got '" + fidelity + "'");
   if (out_dir.empty()) out_dir = "out/" + sc.name;
   PredictOptions po;
+  po.analytic = analytic;
   std::shared_ptr<SampleCache> cache;
   if (sample) {
     cache = std::make_shared<SampleCache>(cache_file.empty() ? default_cache_path() : cache_file);

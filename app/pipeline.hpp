@@ -23,6 +23,7 @@ struct Prediction {
   std::optional<Placement> moda;  // MoDa scenarios: the layout's replicas and supernodes
   MemoryPerNode memory;           // per device (MoDa scenarios so far)
   SimResult sim;
+  bool analytic = false;  // sim came from the analytic estimate
   Breakdown breakdown;
   std::vector<CriticalItem> critical;
   std::string cost_model;
@@ -37,6 +38,9 @@ struct Prediction {
 };
 
 struct PredictOptions {
+  // analytic: the closed-form estimate on the same step graphs (sim/analytic.hpp) instead of
+  // the simulation; for pruning sweeps.
+  bool analytic = false;
   // The host's relative kernel efficiencies that the profile cost model maps onto the device.
   std::shared_ptr<const HostEfficiency> host;
 };

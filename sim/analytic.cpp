@@ -1,0 +1,161 @@
+#include "sim/analytic.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include "sim/collectives.hpp"
+
+namespace exasim {
+
+namespace {
+
+struct PathCost {
+  double latency_s = 0;
+  double bandwidth_Bps = std::numeric_limits<double>::infinity();
+};
+
+class Estimator {
+ public:
+  Estimator(const Workload& w, const Network& net, const CostModel& cost) : w_(w), net_(net), cost_(cost) {}
+
+  SimResult run() {
+    const size_t P = w_.programs.size();
+    rep_.assign(P, -1);
+    std::vector<int> count(P, 0);
+    for (int r = 0; r < w_.rank_count; ++r) {
+      const int p = w_.program_index(r);
+      if (rep_[p] < 0) rep_[p] = r;
+      count[p]++;
+    }
+    timing_.resize(P);
+    for (size_t p = 0; p < P; ++p) timing_[p].assign(boost::num_vertices(w_.programs[p]), OpTiming{-1, -1});
+    // Programs wait on each other only through receives: advance each as far as it can, and
+    // go round until all are done.
+    std::vector<size_t> next(P, 0);
+    bool progress = true, done = false;
+    while (progress && !done) {
+      progress = false;
+      done = true;
+      for (size_t p = 0; p < P; ++p) {
+        if (rep_[p] < 0) continue;
+        const size_t n = timing_[p].size();
+        while (next[p] < n && advance(static_cast<int>(p), next[p])) {
+          ++next[p];
+          progress = true;
+        }
+        if (next[p] < n) done = false;
+      }
+    }
+    if (!done) {
+      for (size_t p = 0; p < P; ++p)
+        if (rep_[p] >= 0 && next[p] < timing_[p].size()) {
+          const Op& op = w_.programs[p][next[p]];
+          throw std::runtime_error("analytic estimate: op '" + op.name + "' of rank " + std::to_string(rep_[p]) +
+                                   " waits for a send that never happens");
+        }
+    }
+    SimResult res;
+    for (size_t p = 0; p < P; ++p) {
+      if (rep_[p] < 0) continue;
+      SimulatedRank sr;
+      sr.rank = rep_[p];
+      sr.multiplicity = count[p];
+      sr.ops = timing_[p];
+      for (const OpTiming& t : sr.ops) res.step_time_s = std::max(res.step_time_s, t.end_s);
+      res.ranks.push_back(std::move(sr));
+    }
+    res.stats.simulated_ranks = static_cast<long>(res.ranks.size());
+    return res;
+  }
+
+ private:
+  // Times op v of program p if its dependencies are timed; false otherwise.
+  bool advance(int p, size_t v) {
+    const StepGraph& g = w_.programs[p];
+    double ready = 0;
+    auto in = boost::in_edges(v, g);
+    for (auto e = in.first; e != in.second; ++e) {
+      const double end = timing_[p][boost::source(*e, g)].end_s;
+      if (end < 0) return false;
+      ready = std::max(ready, end);
+    }
+    const int r = rep_[p];
+    const Op& op = g[v];
+    double end = ready;
+    if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
+      end = ready + cost_.compute_time_s(*c);
+    } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+      const GroupTable& gt = table(c->group_role);
+      const int gi = gt.group_of_rank.at(r);
+      const auto& members = gt.members.at(gi);
+      const int n = static_cast<int>(members.size());
+      if (n > 1 && c->bytes > 0) {
+        const int m = gt.index_in_group[r];
+        const PathCost pc = path_cost(r, members[(m + 1) % n]);
+        const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
+        end = ready + sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
+      }
+    } else {
+      const auto& t = std::get<TransferWork>(op.work);
+      const GroupTable& gt = table(t.group_role);
+      const auto& members = gt.members.at(gt.group_of_rank.at(r));
+      const int n = static_cast<int>(members.size()), m = gt.index_in_group[r];
+      if (t.direction == TransferWork::Direction::send) {
+        const int peer = members[((m + t.offset) % n + n) % n];
+        const PathCost pc = peer == r ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(r, peer);
+        end = ready + pc.latency_s + t.bytes / pc.bandwidth_Bps;
+        sent_[{p, t.tag}] = end;
+      } else {
+        const int sender = members[((m - t.offset) % n + n) % n];
+        auto it = sent_.find({w_.program_index(sender), t.tag});
+        if (it == sent_.end()) return false;
+        end = std::max(ready, it->second);
+      }
+    }
+    timing_[p][v] = OpTiming{ready, end};
+    return true;
+  }
+
+  const GroupTable& table(const std::string& role) const {
+    auto it = w_.groups.find(role);
+    if (it == w_.groups.end()) throw std::runtime_error("workload has no group role '" + role + "'");
+    return it->second;
+  }
+
+  PathCost path_cost(int a, int b) {
+    const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
+    if (na == nb) return PathCost{0, std::numeric_limits<double>::infinity()};
+    auto key = std::make_pair(na, nb);
+    auto it = paths_.find(key);
+    if (it != paths_.end()) return it->second;
+    std::vector<LinkRef> links;
+    net_.path(na, nb, links);
+    PathCost pc;
+    for (const LinkRef& l : links) {
+      const LinkKind& k = net_.link_kinds().at(l.kind);
+      pc.latency_s += k.latency_s;
+      pc.bandwidth_Bps = std::min(pc.bandwidth_Bps, k.bandwidth_Bps);
+    }
+    return paths_[key] = pc;
+  }
+
+  const Workload& w_;
+  const Network& net_;
+  const CostModel& cost_;
+  std::vector<int> rep_;
+  std::vector<std::vector<OpTiming>> timing_;
+  std::map<std::pair<int, long>, double> sent_;  // (program, tag) -> arrival
+  std::map<std::pair<int, int>, PathCost> paths_;
+};
+
+}  // namespace
+
+SimResult estimate_step(const Workload& w, const Network& net, const CostModel& cost) {
+  return Estimator(w, net, cost).run();
+}
+
+}  // namespace exasim
