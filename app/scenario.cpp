@@ -635,16 +635,21 @@ bool is_power(long long x, int e, long long& root) {
 void validate_general(const Reader& r, const Scenario& s) {
   const ModelSpec& m = s.model;
   const ParallelPlan& p = s.parallel;
-  if (!m.dense())
-    r.fail("/model/experts_per_layer",
-           "expected 0 or no key: general plans take dense models so far (MoE models use \"layout\": \"moda\" or "
-           "\"inverse\")");
+  if (!m.dense()) {
+    if (p.tensor != 1)
+      r.fail("/plan/tensor_parallel", "expected 1: MoE models are split by expert_parallel, not tensor parallelism, here");
+    if (m.experts_per_layer % p.expert != 0 || p.data % p.expert != 0)
+      r.fail("/plan/expert_parallel", "expected a divisor of the experts per layer (" + num(m.experts_per_layer) +
+                                          ") and of data_parallel (" + num(p.data) + "), got " + num(p.expert));
+    if (m.top_k > m.experts_per_layer)
+      r.fail("/model/top_k", "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " + num(m.top_k));
+  }
   if (m.d_model % m.heads != 0)
     r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads));
   if (s.training.precision == PrecisionPolicy::mixed)
     r.fail("/training/precision",
            "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
-  if (p.expert != 1) r.fail("/plan/expert_parallel", "expected 1: a dense model has no experts");
+  if (m.dense() && p.expert != 1) r.fail("/plan/expert_parallel", "expected 1: a dense model has no experts");
   if (p.paro) r.fail("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
   if (p.offload_optimizer) r.fail("/plan/offload_optimizer", "expected false: optimizer offload is not simulated yet");
   long long q = 0;

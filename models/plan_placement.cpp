@@ -79,6 +79,29 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   pp.index(N);
   w.groups["dp"] = std::move(dp);
   w.groups["pp"] = std::move(pp);
+  // Expert parallelism inside the data dimension: "ep" takes `expert` consecutive replicas (they
+  // exchange tokens), "expert_dp" the replicas that hold the same experts (they reduce the
+  // experts' gradients).
+  if (plan.expert < 1 || plan.data % plan.expert != 0)
+    throw std::invalid_argument("placement: expert_parallel must divide data_parallel");
+  GroupTable ep, edp;
+  for (int p = 0; p < plan.pipeline; ++p)
+    for (int t = 0; t < plan.tensor; ++t) {
+      for (int g = 0; g < plan.data / plan.expert; ++g) {
+        std::vector<int> m;
+        for (int e = 0; e < plan.expert; ++e) m.push_back(pl.rank_of({t, g * plan.expert + e, p}));
+        ep.members.push_back(std::move(m));
+      }
+      for (int e = 0; e < plan.expert; ++e) {
+        std::vector<int> m;
+        for (int g = 0; g < plan.data / plan.expert; ++g) m.push_back(pl.rank_of({t, g * plan.expert + e, p}));
+        edp.members.push_back(std::move(m));
+      }
+    }
+  ep.index(N);
+  edp.index(N);
+  w.groups["ep"] = std::move(ep);
+  w.groups["expert_dp"] = std::move(edp);
   // Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups.
   for (const std::string& role : tensor_group_roles(plan.tensor_mode)) {
     GroupTable g;

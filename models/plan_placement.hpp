@@ -7,7 +7,9 @@
 // devices (inside a node), a pipeline group is strided by T D.
 //
 // Group roles: "dp" (same tensor index and stage: gradient reduction), "pp" (same tensor and
-// data index: member i is stage i), and the tensor-parallel roles of the plan's tensor mode
+// data index: member i is stage i), "ep" (expert parallelism: `expert` consecutive data-parallel
+// replicas that exchange tokens) and "expert_dp" (the replicas holding the same experts), and
+// the tensor-parallel roles of the plan's tensor mode
 // (see models/tensor_parallel.hpp; "tp" for 1-D).
 #pragma once
 #include <array>

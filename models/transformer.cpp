@@ -20,6 +20,13 @@ struct Dims {
   double b = 0;        // sequences per micro-batch
   double s = 0, d = 0, h = 0, ff = 0, V = 0;
   double t = 1;        // tensor-parallel size
+  // MoE (E > 0): E experts, top-k routing, capacity factor cf, ep devices exchanging tokens.
+  double E = 0, k = 1, cf = 1, ep = 1;
+  double local_experts() const { return E / ep; }
+  // Expert capacity per expert and micro-batch: the ep devices' T k routed tokens over E
+  // experts, times cf (GShard); each device computes its E / ep experts on their full capacity.
+  double capacity() const { return cf * T * k * ep / E; }
+  double expert_rows() const { return local_experts() * capacity(); }  // = cf T k
   double ea = 2;       // bytes per activation element
   Precision gemm = Precision::fp16, storage = Precision::fp16, elementwise = Precision::fp16;
 };
@@ -52,28 +59,14 @@ class StageBuilder {
     }
   }
 
-  // Gradient reduction and optimizer update of this device's parameters, after its last backward.
-  void optimizer(double local_params, double grad_bytes_per_param) {
-    const Phase G = Phase::backward, O = Phase::optimizer;
+  // Gradient reduction and optimizer update of this device's parameters, after its last
+  // backward: the dense parameters among the data-parallel replicas ("dp"), the experts'
+  // among the replicas that hold the same experts ("expert_dp").
+  void optimizer(double dense_params, double expert_params) {
     const std::vector<long> done = all_done();
-    const double D = plan_.data;
-    const double grad_bytes = local_params * grad_bytes_per_param;
-    long ready = -1;
-    double shard = local_params;
-    if (D > 1 && plan_.zero_stage == 0) {
-      ready = b_.collective("grad.all_reduce", "grad_all_reduce", G, CollectiveKind::all_reduce, CollectiveAlgorithm::ring,
-                            "dp", grad_bytes, done);
-    } else if (D > 1) {
-      ready = b_.collective("grad.reduce_scatter", "grad_reduce_scatter", G, CollectiveKind::reduce_scatter,
-                            CollectiveAlgorithm::ring, "dp", grad_bytes, done);
-      shard = local_params / D;
-    }
-    std::vector<long> adam_deps = done;
-    adam_deps.push_back(ready);
-    const long adam = b_.optimizer_update("opt.adam", "adam", shard, adam_deps);
-    if (D > 1 && plan_.zero_stage >= 1)
-      b_.collective("opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather, CollectiveAlgorithm::ring,
-                    "dp", local_params * bytes_per_element(x_.storage), {adam});
+    long after = -1;
+    after = update("dense", "dp", plan_.data, dense_params, done, after);
+    update("expert", "expert_dp", plan_.data / plan_.expert, expert_params, done, after);
   }
 
   double executed_flops() const { return b_.executed_flops(); }
@@ -81,6 +74,31 @@ class StageBuilder {
 
  private:
   int layer_index(int vs, int l) const { return vs * lpc_ + l; }
+
+  // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
+  // local shard, and (ZeRO) the all-gather of the updated parameters. Returns the Adam op.
+  long update(const std::string& group, const std::string& role, int replicas, double params,
+              const std::vector<long>& done, long after) {
+    if (params <= 0) return after;
+    const Phase G = Phase::backward, O = Phase::optimizer;
+    const double grad_bytes = params * x_.ea;
+    std::vector<long> adam_deps = done;
+    adam_deps.push_back(after);
+    double shard = params;
+    if (replicas > 1) {
+      const bool zero = plan_.zero_stage >= 1;
+      adam_deps.push_back(b_.collective(group + ".grad." + (zero ? "reduce_scatter" : "all_reduce"),
+                                        std::string("grad_") + (zero ? "reduce_scatter" : "all_reduce"), G,
+                                        zero ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                                        CollectiveAlgorithm::ring, role, grad_bytes, done));
+      if (zero) shard = params / replicas;
+    }
+    const long adam = b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
+    if (replicas > 1 && plan_.zero_stage >= 1)
+      b_.collective(group + ".opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather,
+                    CollectiveAlgorithm::ring, role, params * bytes_per_element(x_.storage), {adam});
+    return adam;
+  }
   long tag(int micro_batch, int sender_vs, bool forward) const {
     return (static_cast<long>(micro_batch) * vt_ + sender_vs) * 2 + (forward ? 0 : 1);
   }
@@ -197,13 +215,61 @@ class StageBuilder {
                       3 * T * d, 3 * T * d * ea, deps());
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(T, d),
                       8 * T * d, 2 * T * d * ea, deps());
-    last_ = b_.gemm(p + "ffn1", "ffn1" + sfx, ph, x_.gemm, x_.storage, ffn1(), deps());
-    last_ = b_.memory(p + "ffn_gelu", "ffn_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(T * fft), 8 * T * fft,
-                      2 * T * fft * ea, deps());
-    last_ = b_.gemm(p + "ffn2", "ffn2" + sfx, ph, x_.gemm, x_.storage, ffn2(), deps());
-    last_ = tp_all_reduce("tp_all_reduce" + sfx, ph);
+    if (x_.E > 0) {
+      moe_forward(p, ph, sfx);
+    } else {
+      last_ = b_.gemm(p + "ffn1", "ffn1" + sfx, ph, x_.gemm, x_.storage, ffn1(), deps());
+      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(T * fft), 8 * T * fft,
+                        2 * T * fft * ea, deps());
+      last_ = b_.gemm(p + "ffn2", "ffn2" + sfx, ph, x_.gemm, x_.storage, ffn2(), deps());
+      last_ = tp_all_reduce("tp_all_reduce" + sfx, ph);
+    }
     last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(T * d),
                       3 * T * d, 3 * T * d * ea, deps());
+  }
+
+  // The MoE layer's FFN (the vocabulary of models/moe_transformer.cpp): gate, top-k, permute,
+  // all-to-all dispatch over "ep", the local experts on their capacity, all-to-all combine.
+  KernelShape gate() const { return gemm_shape(x_.T, x_.E, x_.d); }
+  KernelShape expert_ffn1() const { return gemm_shape(x_.capacity(), x_.ff, x_.d, x_.local_experts()); }
+  KernelShape expert_ffn2() const { return gemm_shape(x_.capacity(), x_.d, x_.ff, x_.local_experts()); }
+  double a2a_bytes() const { return x_.expert_rows() * x_.d * x_.ea; }
+  void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
+    const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ea, ff = x_.ff;
+    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, Precision::fp32, Precision::fp32, gate(), deps());
+    last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
+                      rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
+    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+                          "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
+    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, x_.gemm, x_.storage, expert_ffn1(), deps());
+    last_ = b_.memory(p + "expert_gelu", "expert_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(R * ff),
+                      8 * R * ff, 2 * R * ff * ea, deps());
+    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, x_.gemm, x_.storage, expert_ffn2(), deps());
+    last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+                          "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
+    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+  }
+  void moe_backward(const std::string& p) {
+    const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ea, ff = x_.ff;
+    const Phase B = Phase::backward;
+    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+                          "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
+    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", x_.gemm, x_.storage, expert_ffn2(), deps());
+    last_ = b_.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, x_.storage, elements(R * ff), 8 * R * ff,
+                      3 * R * ff * ea, deps());
+    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", x_.gemm, x_.storage, expert_ffn1(), deps());
+    last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+                          "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
+    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, rows_cols(T, E, x_.k),
+                      4 * T * E, 2 * T * E * 4, deps());
+    last_ = b_.gemm_backward(p + "gate", "gate", Precision::fp32, Precision::fp32, gate(), deps());
   }
 
   // A GEMM's backward whose data gradient is followed by a tensor-parallel all-reduce that
@@ -228,10 +294,14 @@ class StageBuilder {
     zero3_gather(l, B);
     last_ = b_.memory(p + "ffn_residual", "ffn_residual.bwd", B, Kernel::residual_add, ew, elements(T * d), 3 * T * d,
                       6 * T * d * ea, deps());
-    last_ = b_.gemm_backward(p + "ffn2", "ffn2", x_.gemm, x_.storage, ffn2(), deps());
-    last_ = b_.memory(p + "ffn_gelu", "ffn_gelu.bwd", B, Kernel::gelu, x_.storage, elements(T * fft), 8 * T * fft,
-                      3 * T * fft * ea, deps());
-    gemm_backward_with_all_reduce(p, "ffn1", ffn1());
+    if (x_.E > 0) {
+      moe_backward(p);
+    } else {
+      last_ = b_.gemm_backward(p + "ffn2", "ffn2", x_.gemm, x_.storage, ffn2(), deps());
+      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu.bwd", B, Kernel::gelu, x_.storage, elements(T * fft), 8 * T * fft,
+                        3 * T * fft * ea, deps());
+      gemm_backward_with_all_reduce(p, "ffn1", ffn1());
+    }
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(T, d), 8 * T * d,
                       3 * T * d * ea, deps());
     last_ = b_.memory(p + "attn_residual", "attn_residual.bwd", B, Kernel::residual_add, ew, elements(T * d), 3 * T * d,
@@ -261,7 +331,11 @@ class StageBuilder {
 }  // namespace
 
 TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
-  if (!m.dense()) bad("the general transformer builder takes dense models (experts_per_layer 0)");
+  if (!m.dense() && plan.tensor > 1) bad("MoE models are not tensor-parallel here: use tensor_parallel 1 and expert_parallel");
+  if (!m.dense() && (m.experts_per_layer % plan.expert != 0 || plan.data % plan.expert != 0))
+    bad(fmt::format("expert_parallel ({}) must divide the experts ({}) and data_parallel ({})", plan.expert,
+                    m.experts_per_layer, plan.data));
+  if (m.dense() && plan.expert != 1) bad("a dense model has no experts: expert_parallel must be 1");
   if (plan.tensor_mode != TensorMode::one_d && plan.tensor > 1) bad("only 1-D tensor parallelism is built so far");
   if (plan.offload_optimizer) bad("optimizer offload is not simulated yet");
   if (t.precision == PrecisionPolicy::mixed)
@@ -287,13 +361,23 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   x.ff = m.d_ff;
   x.V = m.vocab;
   x.t = plan.tensor;
+  if (!m.dense()) {
+    x.E = m.experts_per_layer;
+    x.k = m.top_k;
+    x.cf = m.capacity_factor;
+    x.ep = plan.expert;
+  }
   const bool half = t.precision == PrecisionPolicy::fp16;
   x.gemm = x.storage = x.elementwise = half ? Precision::fp16 : Precision::fp32;
   x.ea = bytes_per_element(x.storage);
 
   const int mbs = plan.micro_batches();
   const int lpc = m.layers / vt;
-  const double layer_params = 12 * x.d * x.d + 13 * x.d;
+  // Per layer (Megatron's count): attention 4h^2 + 4h, layer norms 4h, MLP 8h^2 + 5h (with
+  // d_ff = 4h: 2 h d_ff + d_ff + h). An MoE layer has E experts of 2 h d_ff + d_ff + h and a gate h E.
+  const double attn_params = 4 * x.d * x.d + 8 * x.d;
+  const double ffn_params = 2 * x.d * x.ff + x.ff + x.d;
+  const double layer_params = attn_params + (m.dense() ? ffn_params : x.E * ffn_params + x.d * x.E);
   out.parameters = m.layers * layer_params + (x.V + x.s) * x.d;
   out.workload.programs.assign(plan.pipeline, StepGraph());
   for (int stage = 0; stage < plan.pipeline; ++stage) {
@@ -302,10 +386,12 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
       sb.item(it);
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
     // stages' device, the (tied) embedding's share.
-    double local = plan.virtual_stages * lpc * layer_params / x.t;
-    if (stage == 0) local += (x.V / x.t + x.s) * x.d;
-    if (stage == plan.pipeline - 1 && x.V > 0 && plan.pipeline > 1) local += x.V / x.t * x.d;
-    sb.optimizer(local, x.ea);
+    const double layers_here = double(plan.virtual_stages) * lpc;
+    double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) / x.t;
+    const double experts = m.dense() ? 0 : layers_here * x.local_experts() * ffn_params;
+    if (stage == 0) dense += (x.V / x.t + x.s) * x.d;
+    if (stage == plan.pipeline - 1 && x.V > 0 && plan.pipeline > 1) dense += x.V / x.t * x.d;
+    sb.optimizer(dense, experts);
     const double ranks_per_stage = double(plan.tensor) * plan.data;
     out.executed_flops += sb.executed_flops() * ranks_per_stage;
     out.model_flops += sb.model_flops() * ranks_per_stage;

@@ -79,7 +79,7 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
       {"/plan/expert_parallel", 2, "/plan/expert_parallel", "no experts"},
       {"/training/precision", "mixed", "/training/precision", "layer-wise"},
       {"/training/micro_batch_per_node", 2, "/training/micro_batch_per_node", "unknown key"},
-      {"/model/experts_per_layer", 4, "/model/experts_per_layer", "dense"},
+      {"/model/experts_per_layer", 4, "/plan/tensor_parallel", "expert_parallel, not tensor"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.pointer);
@@ -101,6 +101,19 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
     CHECK(dexp.find("multiple of tensor_parallel x pipeline_parallel (4)") != std::string::npos);
     d["plan"]["data_parallel"] = 4;
     CHECK(error_of(d).first == "/plan/devices");
+  }
+  // MoE: expert parallelism must divide the experts and the replicas.
+  {
+    json e = gpt_scenario();
+    e["model"]["experts_per_layer"] = 8;
+    e["plan"]["tensor_parallel"] = 1;
+    e["plan"]["expert_parallel"] = 4;
+    CHECK(parse_scenario(e.dump(), "g.json").parallel.expert == 4);
+    e["plan"]["expert_parallel"] = 3;
+    CHECK(error_of(e).first == "/plan/expert_parallel");
+    e["plan"]["expert_parallel"] = 2;
+    e["model"]["top_k"] = 9;
+    CHECK(error_of(e).first == "/model/top_k");
   }
   // More devices than the machine has (102,400 Sunway nodes).
   json j = gpt_scenario();

@@ -194,3 +194,45 @@ TEST_CASE("impossible plans are refused with the reason") {
   CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(), half(), plan(3, 1, 1, 2, 8)),
                        doctest::Contains("global_batch (8)"), std::invalid_argument);
 }
+
+TEST_CASE("MoE layers under expert parallelism: capacity, all-to-all bytes, expert shapes and gradient groups") {
+  ModelSpec m = gpt(2, 64, 4, 0);
+  m.experts_per_layer = 8;
+  m.top_k = 2;
+  m.capacity_factor = 1.25;
+  ParallelPlan p = plan(4, 1, 1, 2, 8, Recompute::none);  // 4 replicas, 1 micro-batch of 2 sequences each
+  p.expert = 2;
+  const TransformerWorkload tw = build_transformer_workload(m, half(32), p);
+  // T = 2 x 32 = 64 tokens; capacity per expert = cf T k ep / E = 1.25 x 64 x 2 x 2 / 8 = 40;
+  // each device runs E / ep = 4 experts on 40 rows: 160 = cf T k rows; dispatch sends them:
+  // 160 x 64 x 2 bytes.
+  const StepGraph& g = tw.workload.programs[0];
+  int dispatches = 0, ffn1 = 0;
+  double expert_grad_bytes = 0, dense_grad_bytes = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    const Op& op = g[v];
+    if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+      if (op.label == "dispatch" || op.label == "combine.bwd") {
+        CHECK(c->group_role == "ep");
+        CHECK(c->kind == CollectiveKind::all_to_all);
+        CHECK(c->bytes == doctest::Approx(160.0 * 64 * 2));
+        dispatches++;
+      }
+      if (op.label == "grad_all_reduce") (c->group_role == "expert_dp" ? expert_grad_bytes : dense_grad_bytes) = c->bytes;
+    }
+    if (const auto* c = std::get_if<ComputeWork>(&op.work); c && op.label == "expert_ffn1") {
+      CHECK(c->shape == KernelShape{{40, 256, 64}, 4});
+      ffn1++;
+    }
+  }
+  CHECK(dispatches == 2 * 2);  // forward dispatch and backward combine, 2 layers
+  CHECK(ffn1 == 2);
+  // Gradients in fp16: experts 2 layers x 4 local experts x (2 x 64 x 256 + 256 + 64); dense:
+  // attention 4h^2 + 8h and gate h E per layer, plus the position embedding s h (vocab 0).
+  CHECK(expert_grad_bytes == doctest::Approx(2.0 * 2 * 4 * (2 * 64 * 256 + 256 + 64)));
+  CHECK(dense_grad_bytes == doctest::Approx(2.0 * (2 * (4 * 64 * 64 + 8 * 64 + 64 * 8) + 32 * 64)));
+  const GroupTable& ep = tw.workload.groups.at("ep");
+  const GroupTable& edp = tw.workload.groups.at("expert_dp");
+  CHECK(ep.members == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
+  CHECK(edp.members == std::vector<std::vector<int>>{{0, 2}, {1, 3}});
+}
