@@ -516,8 +516,10 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
     s.micro_batch_per_node = r.required_int(t, path, "micro_batch_per_node");
     s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
   }
+  // The MoDa layouts take fp32 or BaGuaLu's layer-wise mixed precision; general plans also fp16.
   static const PrecisionPolicy policies[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16};
-  s.precision = policies[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16"}, -1)];
+  s.precision = policies[general ? r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16"}, -1)
+                                 : r.enum_value(t, path, "precision", {"fp32", "mixed"}, -1)];
   s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
                                                                                           : GradSync::overlap;
   return s;
