@@ -45,10 +45,11 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   p.analytic = o.analytic;
   p.sim = o.analytic ? estimate_step(p.workload, net, cost) : simulate(p.workload, net, cost, opt);
   const SimulatedRank& slow = slowest_rank(p.sim);
-  const StepGraph& program = p.workload.program(slow.rank);
-  p.breakdown = breakdown_of(program, slow);
-  p.critical = critical_path(program, slow);
-  p.compute_use = compute_by_kernel_class(program, cost, cost.device());
+  // The slowest rank's own program (each pipeline stage runs its own).
+  const StepGraph& slow_program = p.workload.program(slow.rank);
+  p.breakdown = breakdown_of(slow_program, slow);
+  p.critical = critical_path(slow_program, slow);
+  p.compute_use = compute_by_kernel_class(slow_program, cost, cost.device());
   p.host_efficiency = o.host->describe();
   p.step_time_s = p.sim.step_time_s;
   p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;

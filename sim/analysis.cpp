@@ -1,8 +1,22 @@
 #include "sim/analysis.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace exasim {
+
+namespace {
+
+void check_program(const char* what, const StepGraph& g, const SimulatedRank& r) {
+  if (r.ops.size() != boost::num_vertices(g))
+    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(r.rank) + " has " +
+                                std::to_string(r.ops.size()) + " op timings but the program passed has " +
+                                std::to_string(boost::num_vertices(g)) + " ops; pass the rank's own program " +
+                                std::to_string(r.program) + " (Workload::program(rank))");
+}
+
+}  // namespace
 
 const SimulatedRank& slowest_rank(const SimResult& res) {
   size_t best = 0;
@@ -19,6 +33,7 @@ const SimulatedRank& slowest_rank(const SimResult& res) {
 }
 
 Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
+  check_program("breakdown_of", g, r);
   // Categories: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer compute,
   // 5 optimizer comm, 6 idle. An instant goes to the first active one in kPriority: compute
   // before communication, so that what is left of communication is the exposed part.
@@ -65,6 +80,7 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
 }
 
 std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r) {
+  check_program("critical_path", g, r);
   std::vector<CriticalItem> items;
   if (r.ops.empty()) return items;
   size_t v = 0;

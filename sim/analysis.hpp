@@ -9,8 +9,13 @@
 
 namespace exasim {
 
+// Every function that takes a StepGraph and a SimulatedRank reads the rank's timings against
+// the rank's own program: pass w.program(r.rank) (= w.programs[r.program]); a program whose op
+// count differs from the rank's timings throws std::invalid_argument.
+
 // Each instant of a rank's step goes to one category: compute beats communication (what is
-// left of communication is exposed); the optimizer phase (its update and its communication)
+// left of communication is exposed; collectives and point-to-point transfers are
+// communication); the optimizer phase (its update and its communication)
 // is "optimizer".
 struct Breakdown {
   double forward_compute_s = 0, forward_communication_s = 0;
@@ -33,7 +38,7 @@ struct CriticalItem {
 // op's time from ready to end by label; largest first.
 std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r);
 
-// One rank's compute per kernel class, as the cost model costs it: the time, the work, and the
+// One program's compute per kernel class (one rank's: pass its program), as the cost model costs it: the time, the work, and the
 // mean efficiency against the device's class peak (GEMMs: flops over time x peak flop/s of
 // their precision; the others: bytes over time x the class bandwidth).
 struct KernelClassUse {

@@ -25,6 +25,23 @@
 //    is divided by the number of ranks each representative stands for in that link's domain.
 //    Consecutive steps over the same folded route merge into one flow carrying their bytes,
 //    preceded by a delay carrying the latencies of the merged steps.
+//
+// Programs: each simulated rank replays its own rank's program (Workload::program); op ids
+// are per program, so each slot's ops sit at their own offset in op_ready_ / op_done_. The
+// ops of all slots are expanded op id by op id (op 0 of every slot, then op 1, ...).
+// Collectives are matched across ranks the MPI way: a rank's n-th collective over a group
+// role meets the n-th collective over that role of every other member of its group (in one
+// program, the same op). Exhaustive fidelity expands a collective once all its members have
+// reached it; folded fidelity expands each representative's side alone, as before.
+//
+// Point-to-point transfers: a send is one flow from the sender to its peer (exhaustive: the
+// real endpoints and path; folded: from the representative over the mapped path to a sink,
+// like a folded collective's flows); it is done when its bytes have arrived. A receive is
+// done when its own predecessors are done and the matching send's flow has arrived; in
+// folded fidelity the sender is the representative of the sending rank's class. Receives
+// are wired to their sends after every task exists (the send may come at a later op id or in
+// another slot). A zero-byte transfer, or one between two ranks on the same node (the
+// Network describes no intra-node path), takes no time but still orders the ops.
 #include "sim/engine.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
@@ -35,6 +52,8 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 #include <variant>
 
@@ -68,6 +87,44 @@ struct ResolvedLink {
   double latency_s;
 };
 
+// What the engine needs of one program, prepared once however many slots run it.
+struct ProgramInfo {
+  const StepGraph* graph = nullptr;
+  int index = 0;                      // in Workload::programs
+  size_t n_ops = 0;
+  std::vector<double> op_seconds;     // per op: the cost of a compute op, else 0
+  std::vector<const GroupTable*> table;  // per op: the group table of a collective or transfer
+  std::vector<int> collective_seq;    // per collective op: its index among the program's
+                                      // collectives over the same role
+  std::unordered_map<long, OpId> send_by_tag;
+  bool compute_chain = false;         // see compute_ops_form_a_chain()
+};
+
+// One rank's side of an exhaustive collective.
+struct Participant {
+  int slot;
+  OpId op;
+  int ready, done;
+};
+
+// One collective among the members of one group (exhaustive fidelity).
+struct CollectiveInstance {
+  const CollectiveWork* work = nullptr;  // the first member's
+  OpId first_op = 0;
+  int first_slot = 0;
+  const GroupTable* gt = nullptr;
+  int group = 0;
+  std::vector<int> by_member;  // member index -> participant, -1 until it arrives
+  int arrived = 0;
+};
+
+// A receive waiting for its send (resolved once every task exists).
+struct PendingRecv {
+  int slot;
+  OpId op;
+  int done;
+};
+
 class Replay {
  public:
   Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f)
@@ -88,18 +145,25 @@ class Replay {
     tasks_[from].succ.push_back(to);
     tasks_[to].pending++;
   }
+  void prepare_program(int index);
   void build();
-  void expand_collective_exhaustive(OpId v, const CollectiveWork& c, const std::vector<int>& ready);
-  void expand_collective_folded(OpId v, const CollectiveWork& c, const std::vector<int>& ready);
-  bool compute_ops_form_a_chain() const;
+  void join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready);
+  void expand_collectives_exhaustive();
+  void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+  void expand_send(int s, OpId v, const TransferWork& t, int ready);
+  void resolve_recv(const PendingRecv& p);
+  static bool compute_ops_form_a_chain(const StepGraph& g);
   int link_id(int kind, int instance, double bandwidth_Bps);
   std::vector<int> map_path(int slot, int src_node, int dst_node);
   int endpoint_for_node(int node);
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
+  int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
   double route_latency_s(const std::vector<int>& links) const;
   const GroupTable& table(const std::string& role) const;
-  // Every rank runs programs[0] until multi-program replay lands.
-  const StepGraph& graph_() const { return w_.programs.at(0); }
+  const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
+  // The member of r's group for the role at (r's index + offset) mod the group's size.
+  int peer_of(const GroupTable& gt, int rank, long offset, const Op& op) const;
+  std::string describe_op(int slot, OpId v) const;
 
   // --- SimGrid side
   void build_platform();
@@ -116,12 +180,21 @@ class Replay {
   Fidelity fid_;
 
   std::vector<int> slot_rank_, rank_slot_, multiplicity_;
+  std::unordered_map<int, int> slot_of_class_;  // folded: class -> its representative's slot
   int fold_per_domain_ = 1;  // ranks a representative stands for in each shared domain
   std::vector<Task> tasks_;
-  size_t n_ops_ = 0;
-  std::vector<int> op_ready_, op_done_;  // [slot * n_ops + op]
-  std::vector<double> op_seconds_;       // cost of each compute op (same on every rank)
-  bool compute_as_delay_ = false;        // see compute_ops_form_a_chain()
+  std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
+  std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
+  std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_
+  std::vector<int> op_ready_, op_done_;  // [slot_base_[slot] + op]
+  std::vector<char> slot_compute_as_delay_;  // per slot: its program's compute ops form a chain
+
+  // exhaustive collectives: instances by (group table, group, sequence number)
+  std::map<std::tuple<const GroupTable*, int, int>, int> instance_of_;
+  std::vector<CollectiveInstance> instances_;
+  std::vector<Participant> participants_;
+  std::vector<int> complete_instances_;  // complete, not yet expanded
+  std::vector<PendingRecv> recvs_;
 
   std::vector<ResolvedLink> links_;
   std::unordered_map<uint64_t, int> link_index_;
@@ -167,9 +240,18 @@ void Replay::choose_ranks() {
       slot_rank_.push_back(r);
       multiplicity_.push_back(1);
     } else {
+      const int rep = slot_rank_[it->second];
+      if (w_.program_index(r) != w_.program_index(rep))
+        throw std::runtime_error("folded fidelity: ranks " + std::to_string(rep) + " and " + std::to_string(r) +
+                                 " of class " + std::to_string(c) + " run different programs (" +
+                                 std::to_string(w_.program_index(rep)) + " and " +
+                                 std::to_string(w_.program_index(r)) +
+                                 "); a class must not mix programs (give them different classes, or use "
+                                 "--fidelity exhaustive)");
       multiplicity_[it->second]++;
     }
   }
+  slot_of_class_.insert(rep_of_class.begin(), rep_of_class.end());
   check_fold_uniformity();
 }
 
@@ -263,45 +345,112 @@ int Replay::flow_task(int src_ep, int dst_ep, double bytes, double delay_s) {
   return t;
 }
 
-// True when every two compute ops of the step are ordered by the graph, so that a rank
+// A flow from a representative over a mapped route, to the sink of that route (folded).
+int Replay::folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s) {
+  auto it = sink_by_route_.find(route);
+  int sink;
+  if (it == sink_by_route_.end()) {
+    endpoints_.push_back("rep" + std::to_string(slot) + ".sink" + std::to_string(sink_by_route_.size()));
+    sink = static_cast<int>(endpoints_.size()) - 1;
+    sink_by_route_[route] = sink;
+  } else {
+    sink = it->second;
+  }
+  routes_.emplace(std::make_pair(slot_endpoint_[slot], sink), route);  // kept if already there
+  return flow_task(slot_endpoint_[slot], sink, bytes, delay_s);
+}
+
+// True when every two compute ops of the program are ordered by the graph, so that a rank
 // never runs two compute tasks at once: each task then has its compute units to itself
-// and can be simulated as a delay of its cost.
-bool Replay::compute_ops_form_a_chain() const {
-  std::vector<OpId> compute;
-  for (OpId v = 0; v < n_ops_; ++v)
-    if (std::holds_alternative<ComputeWork>(graph_()[v].work)) compute.push_back(v);
-  std::vector<char> seen(n_ops_);
-  std::vector<OpId> stack;
-  for (size_t i = 1; i < compute.size(); ++i) {  // ids are topological: b must be reachable from a
-    const OpId a = compute[i - 1], b = compute[i];
-    std::fill(seen.begin(), seen.end(), 0);
-    stack.assign(1, a);
-    bool reached = false;
-    while (!stack.empty() && !reached) {
-      const OpId u = stack.back();
-      stack.pop_back();
-      auto out = boost::out_edges(u, graph_());
-      for (auto e = out.first; e != out.second; ++e) {
-        const OpId x = boost::target(*e, graph_());
-        if (x == b) reached = true;
-        if (x < b && !seen[x]) {
-          seen[x] = 1;
-          stack.push_back(x);
-        }
-      }
+// and can be simulated as a delay of its cost. Ids are topological, so this holds when each
+// compute op is reachable from the compute op just before it in id order, i.e. when that
+// one is the latest compute op among its ancestors. One pass: latest[x] is the largest
+// compute op that is x or reaches x.
+bool Replay::compute_ops_form_a_chain(const StepGraph& g) {
+  const size_t n = boost::num_vertices(g);
+  std::vector<long> latest(n, -1);
+  long previous = -1;  // the last compute op seen in id order
+  for (OpId v = 0; v < n; ++v) {
+    long above = -1;
+    auto in = boost::in_edges(v, g);
+    for (auto e = in.first; e != in.second; ++e) above = std::max(above, latest[boost::source(*e, g)]);
+    if (g[v].is_compute()) {
+      if (previous >= 0 && above != previous) return false;
+      previous = static_cast<long>(v);
+      latest[v] = static_cast<long>(v);
+    } else {
+      latest[v] = above;
     }
-    if (!reached) return false;
   }
   return true;
 }
 
+void Replay::prepare_program(int index) {
+  ProgramInfo& p = programs_[index];
+  if (p.graph) return;
+  const StepGraph& g = w_.programs.at(index);
+  p.graph = &g;
+  p.index = index;
+  p.n_ops = boost::num_vertices(g);
+  p.op_seconds.assign(p.n_ops, 0);
+  p.table.assign(p.n_ops, nullptr);
+  p.collective_seq.assign(p.n_ops, -1);
+  p.compute_chain = compute_ops_form_a_chain(g);
+  std::map<const GroupTable*, int> collectives_by_role;
+  for (OpId v = 0; v < p.n_ops; ++v) {
+    const Op& op = g[v];
+    if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
+      p.op_seconds[v] = cost_.compute_time_s(*c);
+    } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+      p.table[v] = &table(c->group_role);
+      p.collective_seq[v] = collectives_by_role[p.table[v]]++;
+    } else {
+      const auto& t = std::get<TransferWork>(op.work);
+      p.table[v] = &table(t.group_role);
+      if (t.direction == TransferWork::Direction::send) {
+        auto [it, fresh] = p.send_by_tag.emplace(t.tag, v);
+        if (!fresh)
+          throw std::runtime_error("program " + std::to_string(index) + ": ops '" + g[it->second].name + "' and '" +
+                                   op.name + "' both send tag " + std::to_string(t.tag) +
+                                   " (a tag names one message of a rank's step)");
+      }
+    }
+  }
+}
+
+std::string Replay::describe_op(int slot, OpId v) const {
+  return "op '" + (*prog(slot).graph)[v].name + "' (program " + std::to_string(slot_prog_[slot]) + ") on rank " +
+         std::to_string(slot_rank_[slot]);
+}
+
+int Replay::peer_of(const GroupTable& gt, int rank, long offset, const Op& op) const {
+  const int g = gt.group_of_rank.at(rank);
+  if (g < 0) throw std::runtime_error("op '" + op.name + "': rank " + std::to_string(rank) + " has no group for role '" +
+                                      std::get<TransferWork>(op.work).group_role + "'");
+  const auto& members = gt.members[g];
+  const long n = static_cast<long>(members.size());
+  const long i = ((gt.index_in_group[rank] + offset) % n + n) % n;
+  return members[i];
+}
+
 void Replay::build() {
-  n_ops_ = boost::num_vertices(graph_());
-  compute_as_delay_ = compute_ops_form_a_chain();
   const size_t slots = slot_rank_.size();
-  op_ready_.assign(slots * n_ops_, -1);
-  op_done_.assign(slots * n_ops_, -1);
-  op_seconds_.assign(n_ops_, 0);
+  programs_.assign(w_.programs.size(), ProgramInfo{});
+  slot_prog_.resize(slots);
+  slot_base_.resize(slots + 1);
+  slot_compute_as_delay_.resize(slots);
+  size_t max_ops = 0;
+  slot_base_[0] = 0;
+  for (size_t s = 0; s < slots; ++s) {
+    slot_prog_[s] = w_.program_index(slot_rank_[s]);
+    prepare_program(slot_prog_[s]);
+    const ProgramInfo& p = programs_[slot_prog_[s]];
+    slot_compute_as_delay_[s] = p.compute_chain;
+    slot_base_[s + 1] = slot_base_[s] + p.n_ops;
+    max_ops = std::max(max_ops, p.n_ops);
+  }
+  op_ready_.assign(slot_base_[slots], -1);
+  op_done_.assign(slot_base_[slots], -1);
   if (fid_ == Fidelity::folded) {
     slot_endpoint_.resize(slots);
     for (size_t s = 0; s < slots; ++s) {
@@ -310,58 +459,125 @@ void Replay::build() {
     }
   }
   // vecS vertices are numbered in insertion order, and add_op only links to earlier ops,
-  // so increasing ids are a topological order.
-  for (OpId v = 0; v < n_ops_; ++v) {
-    const Op& op = graph_()[v];
-    std::vector<int> ready(slots);
+  // so increasing ids are a topological order of each program. Op v of every slot, then v+1.
+  std::vector<int> ready(slots);
+  for (OpId v = 0; v < max_ops; ++v) {
     for (size_t s = 0; s < slots; ++s) {
+      const ProgramInfo& p = prog(static_cast<int>(s));
+      if (v >= p.n_ops) continue;
       const int j = new_task(Task::join);
-      auto in = boost::in_edges(v, graph_());
-      for (auto e = in.first; e != in.second; ++e) edge(op_done_[s * n_ops_ + boost::source(*e, graph_())], j);
+      auto in = boost::in_edges(v, *p.graph);
+      for (auto e = in.first; e != in.second; ++e) edge(op_done_[slot_base_[s] + boost::source(*e, *p.graph)], j);
       ready[s] = j;
-      op_ready_[s * n_ops_ + v] = j;
+      op_ready_[slot_base_[s] + v] = j;
     }
-    if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
-      op_seconds_[v] = cost_.compute_time_s(*c);
-      for (size_t s = 0; s < slots; ++s) {
+    for (size_t s = 0; s < slots; ++s) {
+      const ProgramInfo& p = prog(static_cast<int>(s));
+      if (v >= p.n_ops) continue;
+      const Op& op = (*p.graph)[v];
+      if (op.is_compute()) {
         const int t = new_task(Task::compute);
         tasks_[t].slot = static_cast<int>(s);
-        tasks_[t].amount = op_seconds_[v];
+        tasks_[t].amount = p.op_seconds[v];
         edge(ready[s], t);
-        op_done_[s * n_ops_ + v] = t;
+        op_done_[slot_base_[s] + v] = t;
+      } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+        if (fid_ == Fidelity::exhaustive)
+          join_collective_exhaustive(static_cast<int>(s), v, *c, ready[s]);
+        else
+          expand_collective_folded(static_cast<int>(s), v, *c, ready[s]);
+      } else {
+        const auto& t = std::get<TransferWork>(op.work);
+        if (t.direction == TransferWork::Direction::send) {
+          expand_send(static_cast<int>(s), v, t, ready[s]);
+        } else {
+          const int done = new_task(Task::join);
+          edge(ready[s], done);
+          op_done_[slot_base_[s] + v] = done;
+          recvs_.push_back({static_cast<int>(s), v, done});
+        }
       }
-    } else if (std::holds_alternative<TransferWork>(op.work)) {
-      throw std::runtime_error("op '" + op.name + "': point-to-point transfers are not replayed yet");
-    } else {
-      const auto& cw = std::get<CollectiveWork>(op.work);
-      if (fid_ == Fidelity::exhaustive)
-        expand_collective_exhaustive(v, cw, ready);
-      else
-        expand_collective_folded(v, cw, ready);
     }
+    if (!complete_instances_.empty()) expand_collectives_exhaustive();
   }
+  for (const CollectiveInstance& in : instances_) {
+    if (in.arrived == static_cast<int>(in.by_member.size())) continue;
+    const auto& members = in.gt->members[in.group];
+    std::string missing;
+    for (size_t m = 0; m < members.size(); ++m)
+      if (in.by_member[m] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(members[m]);
+    throw std::runtime_error(describe_op(in.first_slot, in.first_op) + ": collective over role '" +
+                             in.work->group_role + "' has no matching collective on rank(s) " + missing +
+                             " (the n-th collective over a role must exist on every member of the group)");
+  }
+  for (const PendingRecv& p : recvs_) resolve_recv(p);
 }
 
-void Replay::expand_collective_exhaustive(OpId v, const CollectiveWork& c, const std::vector<int>& ready) {
-  const GroupTable& gt = table(c.group_role);
-  const size_t slots = slot_rank_.size();
-  // sends[slot][k] = list of (destination member, flow task)
-  std::vector<std::vector<std::vector<std::pair<int, int>>>> sends(slots);
-  std::map<int, CollectiveSchedule> schedules;  // by group size
-  auto schedule_for = [&](int n) -> const CollectiveSchedule& {
-    auto it = schedules.find(n);
-    if (it == schedules.end()) it = schedules.emplace(n, CollectiveSchedule(c.kind, c.algorithm, n, c.bytes, gt.block_size)).first;
-    return it->second;
+// Exhaustive: rank s reaches its side of a collective; the collective is expanded once every
+// member of its group has reached it (at the end of the op id where the last one does).
+void Replay::join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready) {
+  const ProgramInfo& p = prog(s);
+  const GroupTable& gt = *p.table[v];
+  const int r = slot_rank_[s];
+  const int g = gt.group_of_rank.at(r);
+  if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
+  const int done = new_task(Task::join);
+  op_done_[slot_base_[s] + v] = done;
+  participants_.push_back({s, v, ready, done});
+  const auto key = std::make_tuple(&gt, g, p.collective_seq[v]);
+  auto it = instance_of_.find(key);
+  if (it == instance_of_.end()) {
+    it = instance_of_.emplace(key, static_cast<int>(instances_.size())).first;
+    CollectiveInstance in;
+    in.work = &c;
+    in.first_op = v;
+    in.first_slot = s;
+    in.gt = &gt;
+    in.group = g;
+    in.by_member.assign(gt.members[g].size(), -1);
+    instances_.push_back(std::move(in));
+  }
+  CollectiveInstance& in = instances_[it->second];
+  if (c.kind != in.work->kind || c.algorithm != in.work->algorithm || c.bytes != in.work->bytes)
+    throw std::runtime_error(describe_op(s, v) + " (" + to_string(c.kind) + ", " + to_string(c.algorithm) + ", " +
+                             std::to_string(c.bytes) + " bytes) meets " + describe_op(in.first_slot, in.first_op) +
+                             " (" + to_string(in.work->kind) + ", " + to_string(in.work->algorithm) + ", " +
+                             std::to_string(in.work->bytes) + " bytes) as the same collective over role '" +
+                             c.group_role + "': they must agree");
+  in.by_member[gt.index_in_group[r]] = static_cast<int>(participants_.size()) - 1;
+  if (++in.arrived == static_cast<int>(in.by_member.size())) complete_instances_.push_back(it->second);
+}
+
+// Expands the complete collectives: every member's side, slot by slot. A step k of a member
+// waits for its own step k-1 sends and the step k-1 flows it receives (sendrecv semantics).
+void Replay::expand_collectives_exhaustive() {
+  struct Side {
+    int participant;
+    int instance;
   };
+  std::vector<Side> sides;
+  for (int i : complete_instances_)
+    for (int part : instances_[i].by_member) sides.push_back({part, i});
+  complete_instances_.clear();
+  std::sort(sides.begin(), sides.end(), [&](const Side& a, const Side& b) {
+    const Participant &pa = participants_[a.participant], &pb = participants_[b.participant];
+    return pa.slot != pb.slot ? pa.slot < pb.slot : pa.op < pb.op;
+  });
+  std::unordered_map<int, int> side_of;  // participant -> index in sides
+  for (size_t i = 0; i < sides.size(); ++i) side_of[sides[i].participant] = static_cast<int>(i);
+  std::vector<CollectiveSchedule> schedules;  // per side
+  // sends[side][k] = list of (destination member, flow task)
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> sends(sides.size());
   CollectiveStep st;
-  for (size_t s = 0; s < slots; ++s) {
-    const int r = slot_rank_[s];
-    const int g = gt.group_of_rank.at(r);
-    if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
-    const auto& members = gt.members[g];
-    const CollectiveSchedule& sch = schedule_for(static_cast<int>(members.size()));
-    const int m = gt.index_in_group[r];
-    sends[s].resize(sch.step_count());
+  for (size_t i = 0; i < sides.size(); ++i) {
+    const CollectiveInstance& in = instances_[sides[i].instance];
+    const CollectiveWork& c = *in.work;
+    const auto& members = in.gt->members[in.group];
+    schedules.emplace_back(c.kind, c.algorithm, static_cast<int>(members.size()), c.bytes, in.gt->block_size);
+    const CollectiveSchedule& sch = schedules.back();
+    const int r = slot_rank_[participants_[sides[i].participant].slot];
+    const int m = in.gt->index_in_group[r];
+    sends[i].resize(sch.step_count());
     for (int k = 0; k < sch.step_count(); ++k) {
       sch.step(m, k, st);
       for (const auto& snd : st.sends) {
@@ -370,126 +586,168 @@ void Replay::expand_collective_exhaustive(OpId v, const CollectiveWork& c, const
         const int src_ep = endpoint_for_node(w_.node_of_rank[r]);
         const int dst_ep = endpoint_for_node(w_.node_of_rank[dst_rank]);
         auto key = std::make_pair(src_ep, dst_ep);
-        if (!routes_.count(key)) routes_[key] = map_path(static_cast<int>(s), w_.node_of_rank[r], w_.node_of_rank[dst_rank]);
-        sends[s][k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, 0)});
+        if (!routes_.count(key))
+          routes_[key] = map_path(participants_[sides[i].participant].slot, w_.node_of_rank[r], w_.node_of_rank[dst_rank]);
+        sends[i][k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, 0)});
       }
     }
   }
-  // Wire dependencies: step k waits for own step k-1 sends and the step k-1 flows it receives.
-  auto received = [&](int s, int k, std::vector<int>& out) {
-    const int r = slot_rank_[s];
-    const int g = gt.group_of_rank[r];
-    const auto& members = gt.members[g];
-    const CollectiveSchedule& sch = schedule_for(static_cast<int>(members.size()));
-    const int m = gt.index_in_group[r];
-    sch.step(m, k, st);
+  // The step-k flows that side i receives.
+  auto received = [&](size_t i, int k, std::vector<int>& out) {
+    const CollectiveInstance& in = instances_[sides[i].instance];
+    const int r = slot_rank_[participants_[sides[i].participant].slot];
+    const int m = in.gt->index_in_group[r];
+    schedules[i].step(m, k, st);
     for (int q : st.recv_from) {
-      const int qs = rank_slot_[members[q]];
-      for (auto& [peer, t] : sends[qs][k])
+      const int qi = side_of.at(in.by_member[q]);
+      for (auto& [peer, t] : sends[qi][k])
         if (peer == m) out.push_back(t);
     }
   };
   std::vector<int> rec;
-  for (size_t s = 0; s < slots; ++s) {
-    const int done = new_task(Task::join);
-    op_done_[s * n_ops_ + v] = done;
-    const int K = static_cast<int>(sends[s].size());
+  for (size_t i = 0; i < sides.size(); ++i) {
+    const Participant& part = participants_[sides[i].participant];
+    const int ready = part.ready, done = part.done;
+    const int K = static_cast<int>(sends[i].size());
     if (K == 0) {
-      edge(ready[s], done);
+      edge(ready, done);
       continue;
     }
     for (int k = 0; k < K; ++k) {
       std::vector<int> deps;
       if (k == 0) {
-        deps.push_back(ready[s]);
+        deps.push_back(ready);
       } else {
-        for (auto& p : sends[s][k - 1]) deps.push_back(p.second);
+        for (auto& p : sends[i][k - 1]) deps.push_back(p.second);
         rec.clear();
-        received(static_cast<int>(s), k - 1, rec);
+        received(i, k - 1, rec);
         deps.insert(deps.end(), rec.begin(), rec.end());
-        if (sends[s][k - 1].empty() && rec.empty()) deps.push_back(ready[s]);
+        if (sends[i][k - 1].empty() && rec.empty()) deps.push_back(ready);
       }
-      for (auto& p : sends[s][k])
+      for (auto& p : sends[i][k])
         for (int d : deps) edge(d, p.second);
     }
-    for (auto& p : sends[s][K - 1]) edge(p.second, done);
+    for (auto& p : sends[i][K - 1]) edge(p.second, done);
     rec.clear();
-    received(static_cast<int>(s), K - 1, rec);
+    received(i, K - 1, rec);
     for (int t : rec) edge(t, done);
-    edge(ready[s], done);
+    edge(ready, done);
   }
 }
 
-void Replay::expand_collective_folded(OpId v, const CollectiveWork& c, const std::vector<int>& ready) {
-  const GroupTable& gt = table(c.group_role);
+void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready) {
+  const GroupTable& gt = *prog(s).table[v];
   CollectiveStep st;
-  for (size_t s = 0; s < slot_rank_.size(); ++s) {
-    const int r = slot_rank_[s];
-    const int g = gt.group_of_rank.at(r);
-    if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
-    const auto& members = gt.members[g];
-    const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), c.bytes, gt.block_size);
-    const int m = gt.index_in_group[r];
-    const int src_node = w_.node_of_rank[r];
-    int prev = ready[s];
-    // the current run of consecutive single-flow steps over one route
-    std::vector<int> run_route;
-    double run_bytes = 0;
-    int run_steps = 0;
-    auto flush = [&]() {
-      if (run_steps == 0) return;
-      auto it = sink_by_route_.find(run_route);
-      int sink;
-      if (it == sink_by_route_.end()) {
-        endpoints_.push_back("rep" + std::to_string(s) + ".sink" + std::to_string(sink_by_route_.size()));
-        sink = static_cast<int>(endpoints_.size()) - 1;
-        sink_by_route_[run_route] = sink;
-        routes_[{slot_endpoint_[s], sink}] = run_route;
-      } else {
-        sink = it->second;
-      }
-      const double delay = (run_steps - 1) * route_latency_s(run_route);
-      const int t = flow_task(slot_endpoint_[s], sink, run_bytes, delay);
-      edge(prev, t);
-      prev = t;
-      run_steps = 0;
-      run_bytes = 0;
-    };
-    for (int k = 0; k < sch.step_count(); ++k) {
-      sch.step(m, k, st);
-      if (st.sends.size() == 1) {
-        const auto& snd = st.sends[0];
-        if (snd.bytes <= 0) continue;
-        std::vector<int> route = map_path(static_cast<int>(s), src_node, w_.node_of_rank[members[snd.peer]]);
-        if (run_steps > 0 && route != run_route) flush();
-        run_route = std::move(route);
-        run_bytes += snd.bytes;
-        run_steps++;
-        continue;
-      }
-      flush();
-      // a step with many concurrent sends: one flow per distinct route, all after `prev`
-      std::map<std::vector<int>, double> by_route;
-      for (const auto& snd : st.sends)
-        if (snd.bytes > 0) by_route[map_path(static_cast<int>(s), src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
-      if (by_route.empty()) continue;
-      const int join = new_task(Task::join);
-      for (auto& [route, bytes] : by_route) {
-        run_route = route;
-        run_bytes = bytes;
-        run_steps = 1;
-        const int before = prev;
-        flush();  // sets prev to the new flow
-        edge(prev, join);
-        prev = before;
-      }
-      prev = join;
+  const int r = slot_rank_[s];
+  const int g = gt.group_of_rank.at(r);
+  if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
+  const auto& members = gt.members[g];
+  const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), c.bytes, gt.block_size);
+  const int m = gt.index_in_group[r];
+  const int src_node = w_.node_of_rank[r];
+  int prev = ready;
+  // the current run of consecutive single-flow steps over one route
+  std::vector<int> run_route;
+  double run_bytes = 0;
+  int run_steps = 0;
+  auto flush = [&]() {
+    if (run_steps == 0) return;
+    const double delay = (run_steps - 1) * route_latency_s(run_route);
+    const int t = folded_flow(s, run_route, run_bytes, delay);
+    edge(prev, t);
+    prev = t;
+    run_steps = 0;
+    run_bytes = 0;
+  };
+  for (int k = 0; k < sch.step_count(); ++k) {
+    sch.step(m, k, st);
+    if (st.sends.size() == 1) {
+      const auto& snd = st.sends[0];
+      if (snd.bytes <= 0) continue;
+      std::vector<int> route = map_path(s, src_node, w_.node_of_rank[members[snd.peer]]);
+      if (run_steps > 0 && route != run_route) flush();
+      run_route = std::move(route);
+      run_bytes += snd.bytes;
+      run_steps++;
+      continue;
     }
     flush();
-    const int done = new_task(Task::join);
-    edge(prev, done);
-    op_done_[s * n_ops_ + v] = done;
+    // a step with many concurrent sends: one flow per distinct route, all after `prev`
+    std::map<std::vector<int>, double> by_route;
+    for (const auto& snd : st.sends)
+      if (snd.bytes > 0) by_route[map_path(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
+    if (by_route.empty()) continue;
+    const int join = new_task(Task::join);
+    for (auto& [route, bytes] : by_route) {
+      run_route = route;
+      run_bytes = bytes;
+      run_steps = 1;
+      const int before = prev;
+      flush();  // sets prev to the new flow
+      edge(prev, join);
+      prev = before;
+    }
+    prev = join;
   }
+  flush();
+  const int done = new_task(Task::join);
+  edge(prev, done);
+  op_done_[slot_base_[s] + v] = done;
+}
+
+// A send: one flow to the peer, done when its bytes have arrived.
+void Replay::expand_send(int s, OpId v, const TransferWork& t, int ready) {
+  const Op& op = (*prog(s).graph)[v];
+  const int r = slot_rank_[s];
+  const int peer = peer_of(*prog(s).table[v], r, t.offset, op);
+  if (peer == r)
+    throw std::runtime_error(describe_op(s, v) + " sends tag " + std::to_string(t.tag) + " to itself (offset " +
+                             std::to_string(t.offset) + " in a group of " +
+                             std::to_string(prog(s).table[v]->members[prog(s).table[v]->group_of_rank[r]].size()) +
+                             " for role '" + t.group_role + "')");
+  const int src_node = w_.node_of_rank[r], dst_node = w_.node_of_rank[peer];
+  int task;
+  if (t.bytes <= 0 || src_node == dst_node) {
+    task = new_task(Task::join);
+  } else if (fid_ == Fidelity::exhaustive) {
+    const int src_ep = endpoint_for_node(src_node);
+    const int dst_ep = endpoint_for_node(dst_node);
+    const auto key = std::make_pair(src_ep, dst_ep);
+    if (!routes_.count(key)) routes_[key] = map_path(s, src_node, dst_node);
+    task = flow_task(src_ep, dst_ep, t.bytes, 0);
+  } else {
+    task = folded_flow(s, map_path(s, src_node, dst_node), t.bytes, 0);
+  }
+  edge(ready, task);
+  op_done_[slot_base_[s] + v] = task;
+}
+
+// A receive also waits for the flow of the matching send: the one with its tag, on the member
+// at (own index - offset); folded, on that rank's class representative.
+void Replay::resolve_recv(const PendingRecv& p) {
+  const ProgramInfo& info = prog(p.slot);
+  const Op& op = (*info.graph)[p.op];
+  const auto& t = std::get<TransferWork>(op.work);
+  const int r = slot_rank_[p.slot];
+  const int sender = peer_of(*info.table[p.op], r, -static_cast<long>(t.offset), op);
+  const int sender_slot = fid_ == Fidelity::exhaustive ? rank_slot_[sender] : slot_of_class_.at(w_.class_of_rank[sender]);
+  const ProgramInfo& sp = prog(sender_slot);
+  auto it = sp.send_by_tag.find(t.tag);
+  if (it == sp.send_by_tag.end())
+    throw std::runtime_error(describe_op(p.slot, p.op) + " receives tag " + std::to_string(t.tag) + " from rank " +
+                             std::to_string(sender) + " (offset " + std::to_string(t.offset) + " over role '" +
+                             t.group_role + "'), but rank " + std::to_string(sender) + "'s program " +
+                             std::to_string(sp.index) + " has no send with that tag");
+  // The send with that tag, made by the real sender, must reach this rank.
+  const Op& send_op = (*sp.graph)[it->second];
+  const auto& st = std::get<TransferWork>(send_op.work);
+  const int dest = peer_of(*sp.table[it->second], sender, st.offset, send_op);
+  if (dest != r)
+    throw std::runtime_error(describe_op(p.slot, p.op) + " receives tag " + std::to_string(t.tag) + " from rank " +
+                             std::to_string(sender) + ", but that rank's op '" + send_op.name + "' sends it to rank " +
+                             std::to_string(dest) + " (offset " + std::to_string(st.offset) + " over role '" +
+                             st.group_role + "')");
+  edge(op_done_[slot_base_[sender_slot] + it->second], p.done);
 }
 
 void Replay::build_platform() {
@@ -531,7 +789,7 @@ void Replay::launch(int t) {
     complete(t);
     return;
   }
-  if (task.kind == Task::compute && compute_as_delay_) {
+  if (task.kind == Task::compute && slot_compute_as_delay_[task.slot]) {
     task.parts = 1;
     start_delay(t, task.amount);
     stats_.compute_activities++;
@@ -671,10 +929,12 @@ SimResult Replay::run() {
     SimulatedRank sr;
     sr.rank = slot_rank_[s];
     sr.multiplicity = multiplicity_[s];
-    sr.ops.resize(n_ops_);
-    for (size_t v = 0; v < n_ops_; ++v) {
-      sr.ops[v].ready_s = tasks_[op_ready_[s * n_ops_ + v]].end_s;
-      sr.ops[v].end_s = tasks_[op_done_[s * n_ops_ + v]].end_s;
+    sr.program = slot_prog_[s];
+    const size_t base = slot_base_[s], n = slot_base_[s + 1] - base;
+    sr.ops.resize(n);
+    for (size_t v = 0; v < n; ++v) {
+      sr.ops[v].ready_s = tasks_[op_ready_[base + v]].end_s;
+      sr.ops[v].end_s = tasks_[op_done_[base + v]].end_s;
     }
     res.ranks.push_back(std::move(sr));
   }
@@ -690,6 +950,12 @@ SimResult simulate(const Workload& w, const Network& net, const CostModel& cost,
     throw std::logic_error("workload: node_of_rank has the wrong size");
   if (opt.fidelity == Fidelity::folded && static_cast<int>(w.class_of_rank.size()) != w.rank_count)
     throw std::logic_error("workload: class_of_rank has the wrong size");
+  if (!w.program_of_rank.empty() && static_cast<int>(w.program_of_rank.size()) != w.rank_count)
+    throw std::logic_error("workload: program_of_rank has the wrong size");
+  for (int p : w.program_of_rank)
+    if (p < 0 || p >= static_cast<int>(w.programs.size()))
+      throw std::logic_error("workload: program_of_rank names program " + std::to_string(p) + " of " +
+                             std::to_string(w.programs.size()));
   Replay r(w, net, cost, opt.fidelity);
   return r.run();
 }

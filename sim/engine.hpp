@@ -26,14 +26,18 @@ struct OpTiming {
 struct SimulatedRank {
   int rank = 0;
   int multiplicity = 1;  // how many real ranks it stands for
-  std::vector<OpTiming> ops;  // indexed by op id
+  int program = 0;       // the program it ran: w.program_index(rank), in Workload::programs
+  // Indexed by op id of its own program (w.programs[program], i.e. w.program(rank)): ranks
+  // of different programs have different ops.
+  std::vector<OpTiming> ops;
 };
 
 struct SimStats {
   long simulated_ranks = 0;
   long flows = 0;          // SimGrid communications
   long compute_activities = 0;  // one SimGrid exec per compute unit, or one timer per task
-                                // when a rank's compute ops form a chain (see engine.cpp)
+                                // when the compute ops of a rank's program form a chain
+                                // (see engine.cpp)
   long delay_activities = 0;    // flow latency delays (kernel timers)
   long links = 0;
   long hosts = 0;
@@ -47,8 +51,17 @@ struct SimResult {
   Fidelity fidelity = Fidelity::folded;
 };
 
-// Throws std::runtime_error with a clear message when folding's preconditions fail or the
-// graph cannot complete. Run one simulation per process (SimGrid keeps global state).
+// Each simulated rank replays its own program (Workload::program). Collectives over a role
+// are matched by order: a rank's n-th collective over a role meets the n-th one of the other
+// members of its group. Point-to-point transfers (TransferWork): a send is a flow to the peer,
+// done when its bytes have arrived; a receive waits for the send with its tag from the member
+// at (own index - offset). A zero-byte transfer, or one between ranks on the same node, takes
+// no time but still orders the ops. Folded fidelity simulates one representative per rank
+// class; a class must not mix programs, and a receive waits for the send of the sending
+// rank's class representative.
+// Throws std::runtime_error with a clear message when folding's preconditions fail, when a
+// receive has no matching send, when matched collectives disagree, or when the graph cannot
+// complete. Run one simulation per process (SimGrid keeps global state).
 SimResult simulate(const Workload& w, const Network& net, const CostModel& cost, const EngineOptions& opt);
 
 }  // namespace exasim
