@@ -40,6 +40,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     p.model_flops = tw.model_flops;
     p.tokens_per_s = tw.tokens_per_step;
   }
+  if (o.memory_only) return p;
   EngineOptions opt;
   opt.fidelity = sc.fidelity;
   p.analytic = o.analytic;

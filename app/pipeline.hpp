@@ -41,6 +41,9 @@ struct PredictOptions {
   // analytic: the closed-form estimate on the same step graphs (sim/analytic.hpp) instead of
   // the simulation; for pruning sweeps.
   bool analytic = false;
+  // memory_only: the step graphs and the memory per device, no simulation or estimate (memory
+  // figures, e.g. ZeRO's model states, also of plans that would not fit); timings stay 0.
+  bool memory_only = false;
   // The host's relative kernel efficiencies that the profile cost model maps onto the device.
   std::shared_ptr<const HostEfficiency> host;
 };

@@ -25,9 +25,15 @@ const std::string& embedded(const std::string& path) {
   if (it == files.end()) throw std::runtime_error("validation case refers to '" + path + "', which is not embedded");
   return it->second;
 }
-// The figures a validation case may compare, from a prediction's report.
-const char* const kMetrics[] = {"sustained_pflops", "model_tflops_per_device", "model_pflops", "step_time_s",
-                                "tokens_per_s"};
+// A case's metric is a top-level figure of the prediction's report ("sustained_pflops",
+// "model_tflops_per_device", "tokens_per_s", ...) or a JSON pointer into it
+// ("/memory_per_device/model_state_bytes"), optionally times "metric_scale" (bytes to GB: 1e-9).
+double metric_of(const nlohmann::json& report, const std::string& metric, const std::string& id) {
+  const nlohmann::json::json_pointer ptr(metric.rfind('/', 0) == 0 ? metric : "/" + metric);
+  if (!report.contains(ptr) || !report.at(ptr).is_number())
+    throw std::runtime_error(id + ": the report has no number at '" + metric + "'");
+  return report.at(ptr).get<double>();
+}
 
 // SimGrid allows one engine per process: each scenario runs in a child process that sends
 // back its figures (or its error) through a pipe.
@@ -41,10 +47,7 @@ nlohmann::json predict_in_child(const Scenario& sc, const PredictOptions& o) {
     close(fd[0]);
     std::string msg;
     try {
-      const nlohmann::json report = report_json(predict(sc, o));
-      nlohmann::json figures;
-      for (const char* m : kMetrics) figures[m] = report.at(m);
-      msg = "ok " + figures.dump();
+      msg = "ok " + report_json(predict(sc, o)).dump();
     } catch (const std::exception& e) {
       msg = std::string("error ") + e.what();
     }
@@ -86,7 +89,10 @@ nlohmann::json run_validation(const PredictOptions& o) {
     std::map<std::string, double> by_figure;
     for (const auto& f : c.at("figures")) {
       const std::string fig = f.at("figure");
-      const double published = f.at("published");
+      // A figure without "published" is an intermediate one (a throughput that a speed-up
+      // divides): computed, not reported.
+      const bool intermediate = !f.contains("published");
+      const double published = intermediate ? 0.0 : f.at("published").get<double>();
       double predicted;
       std::string role = "predicted";
       const std::string fig_unit = f.value("unit", unit);
@@ -98,18 +104,21 @@ nlohmann::json run_validation(const PredictOptions& o) {
       } else {
         const std::string sp = f.at("scenario");
         const Scenario sc = parse_scenario(embedded(sp), sp);
+        // A memory figure needs no simulation (and is wanted also for plans that do not fit).
+        PredictOptions fo = o;
+        if (c.value("memory_only", false)) fo.memory_only = true;
         for (const auto& a : sc.annotations)
           if (a.kind == "free_parameter" && a.fitted_on == id) role = "fitted";
-        auto it = predicted_by_scenario.find(sp);
+        const std::string key = (fo.memory_only ? "memory:" : "") + sp;
+        auto it = predicted_by_scenario.find(key);
         if (it == predicted_by_scenario.end()) {
           fmt::print(stderr, "validate: running {} ...\n", sp);
-          it = predicted_by_scenario.emplace(sp, predict_in_child(sc, o)).first;
+          it = predicted_by_scenario.emplace(key, predict_in_child(sc, fo)).first;
         }
-        if (!it->second.contains(f.value("metric", metric)))
-          throw std::runtime_error(id + ": unknown metric '" + f.value("metric", metric) + "'");
-        predicted = it->second.at(f.value("metric", metric)).get<double>();
+        predicted = metric_of(it->second, f.value("metric", metric), id) * f.value("metric_scale", c.value("metric_scale", 1.0));
       }
       by_figure[fig] = predicted;
+      if (intermediate) continue;
       json row{{"case", id}, {"figure", fig}, {"predicted", predicted}, {"published", published},
                {"error_pct", 100.0 * (predicted - published) / published}, {"role", role}, {"unit", fig_unit}};
       // A figure in percent (an efficiency) is judged by its difference in points.
