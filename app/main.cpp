@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "app/embedded.hpp"
 #include "app/output.hpp"
+#include "app/chrome_trace.hpp"
 #include "app/pipeline.hpp"
 #include "app/profiles.hpp"
 #include "costs/calibrate.hpp"
@@ -40,6 +42,7 @@ int usage(int code) {
                "      --sample: measure this host's kernels now on the step's exact shapes (cached in\n"
                "      --cache FILE, default ~/.cache/exasim/samples.json) instead of the profile's grid\n"
                "      --analytic: a closed-form alpha-beta estimate on the same step graphs, no simulation\n"
+               "      --trace FILE.json: also writes the step's timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
                "  exasim calibrate [--quick] [--out FILE] [--cache FILE] [--threads N (default 1)]\n"
                "      measures this host's kernels into a host profile (default FILE: profiles/host-<cpu>.json)\n"
                "  exasim validate [--json] [--profile FILE]\n"
@@ -60,13 +63,15 @@ Scenario load(const std::string& arg) {
 }
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::string scenario_arg, out_dir, fidelity, profile, cache_file;
+  std::string scenario_arg, out_dir, fidelity, profile, cache_file, trace_file;
   bool sample = false, analytic = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out" && i + 1 < args.size())
       out_dir = args[++i];
     else if (args[i] == "--analytic")
       analytic = true;
+    else if (args[i] == "--trace" && i + 1 < args.size())
+      trace_file = args[++i];
     else if (args[i] == "--profile" && i + 1 < args.size())
       profile = args[++i];
     else if (args[i] == "--sample")
@@ -108,10 +113,20 @@ int cmd_run(const std::vector<std::string>& args) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   nlohmann::json stats{{"wall_s", wall_s}, {"peak_rss_bytes", static_cast<double>(ru.ru_maxrss) * 1024.0}};
-  write_files_atomically(out_dir, {{"report.json", report_json(p).dump(2) + "\n"}, {"runstats.json", stats.dump(2) + "\n"}});
+  // Everything is formatted before anything is written.
+  const std::string report = report_json(p).dump(2) + "\n";
+  const std::string trace = trace_file.empty() ? std::string() : chrome_trace_json(p);
+  write_files_atomically(out_dir, {{"report.json", report}, {"runstats.json", stats.dump(2) + "\n"}});
+  if (!trace_file.empty()) {
+    const std::filesystem::path tp(trace_file);
+    write_files_atomically(tp.has_parent_path() ? tp.parent_path().string() : ".", {{tp.filename().string(), trace}});
+  }
   std::cout << summary_text(p);
   std::cout << fmt::format("  wrote {}/report.json and runstats.json ({:.1f} s, peak {:.0f} MiB)\n", out_dir, wall_s,
                            ru.ru_maxrss / 1024.0);
+  if (!trace_file.empty())
+    std::cout << fmt::format("  wrote the trace {} ({:.1f} MB; open it in ui.perfetto.dev or chrome://tracing)\n",
+                             trace_file, trace.size() / 1e6);
   return 0;
 }
 
