@@ -181,7 +181,10 @@ class Replay {
 
   std::vector<int> slot_rank_, rank_slot_, multiplicity_;
   std::unordered_map<int, int> slot_of_class_;  // folded: class -> its representative's slot
-  int fold_per_domain_ = 1;  // ranks a representative stands for in each shared domain
+  // Folded shared links, per link kind: class -> its group of alike domains, and per group
+  // the ranks a representative stands for in one of its domains (see check_fold_uniformity).
+  std::vector<std::map<int, int>> fold_group_;
+  std::vector<std::vector<int>> fold_per_group_;
   std::vector<Task> tasks_;
   std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
   std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
@@ -255,38 +258,50 @@ void Replay::choose_ranks() {
   check_fold_uniformity();
 }
 
-// Folding divides a shared link's capacity by the number of ranks each representative stands
-// for in that link's domain; that is exact only if every domain holds the same number of
-// ranks of every class.
+// Folding maps a shared link onto one folded link per group of alike domains: the domains
+// that hold the same set of classes (all of them in a data-parallel MoE layout; a few pipeline
+// stages each in a pipelined plan) fold into one link, shared by the representatives of those
+// classes, whose capacity is divided by the number of ranks each representative stands for in
+// one such domain. That is exact when every domain of a group holds the same number of ranks
+// of each of its classes, and a class lives in domains of one group only (checked here).
 void Replay::check_fold_uniformity() {
   const auto& kinds = net_.link_kinds();
+  fold_group_.assign(kinds.size(), {});
+  fold_per_group_.assign(kinds.size(), {});
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (kinds[k].node_private) continue;
     std::map<int, std::map<int, int>> hist;  // domain -> class -> count
     for (int r = 0; r < w_.rank_count; ++r)
       hist[net_.domain_of(static_cast<int>(k), w_.node_of_rank[r])][w_.class_of_rank[r]]++;
-    int per = -1;
+    std::map<std::vector<int>, int> group_of_set;  // class set -> group
+    std::map<int, int>& group_of_class = fold_group_[k];
+    std::vector<int>& per_group = fold_per_group_[k];
     for (auto& [dom, byclass] : hist) {
-      if (byclass.size() != slot_rank_.size())
-        throw std::runtime_error("folded fidelity needs every " + kinds[k].name +
-                                 " domain to hold ranks of every class; domain " + std::to_string(dom) +
-                                 " holds " + std::to_string(byclass.size()) + " of " +
-                                 std::to_string(slot_rank_.size()) +
-                                 " classes (use --fidelity exhaustive for this plan)");
+      std::vector<int> set;
+      const int per = byclass.begin()->second;
       for (auto& [cls, n] : byclass) {
-        if (per == -1) per = n;
+        set.push_back(cls);
         if (n != per)
           throw std::runtime_error("folded fidelity needs every " + kinds[k].name +
-                                   " domain to hold the same number of ranks of each class; domain " +
+                                   " domain to hold the same number of ranks of each of its classes; domain " +
                                    std::to_string(dom) + " holds " + std::to_string(n) + " ranks of class " +
-                                   std::to_string(cls) + ", expected " + std::to_string(per) +
-                                   " (use --fidelity exhaustive for this plan)");
+                                   std::to_string(cls) + " and " + std::to_string(per) + " of class " +
+                                   std::to_string(byclass.begin()->first) + " (use --fidelity exhaustive for this plan)");
       }
-    }
-    if (per > 0) {
-      if (fold_per_domain_ != 1 && fold_per_domain_ != per)
-        throw std::runtime_error("folded fidelity: shared link kinds disagree on ranks per domain");
-      fold_per_domain_ = per;
+      auto [it, added] = group_of_set.emplace(set, static_cast<int>(per_group.size()));
+      if (added) per_group.push_back(per);
+      if (per_group[it->second] != per)
+        throw std::runtime_error("folded fidelity needs the " + kinds[k].name + " domains that hold the same classes to hold as many ranks of each; domain " +
+                                 std::to_string(dom) + " holds " + std::to_string(per) + ", another " +
+                                 std::to_string(per_group[it->second]) + " (use --fidelity exhaustive for this plan)");
+      for (int cls : set) {
+        auto [gc, fresh] = group_of_class.emplace(cls, it->second);
+        if (!fresh && gc->second != it->second)
+          throw std::runtime_error("folded fidelity needs each class to live in " + kinds[k].name +
+                                   " domains that hold the same classes; class " + std::to_string(cls) +
+                                   " shares domain " + std::to_string(dom) +
+                                   " with other classes than elsewhere (use --fidelity exhaustive for this plan)");
+      }
     }
   }
 }
@@ -316,7 +331,10 @@ std::vector<int> Replay::map_path(int slot, int src_node, int dst_node) {
     else if (k.node_private)
       out.push_back(link_id(l.kind, slot, k.bandwidth_Bps));  // the representative's own link
     else
-      out.push_back(link_id(l.kind, 0, k.bandwidth_Bps / fold_per_domain_));
+    {
+      const int group = fold_group_[l.kind].at(w_.class_of_rank[slot_rank_[slot]]);
+      out.push_back(link_id(l.kind, group, k.bandwidth_Bps / fold_per_group_[l.kind][group]));
+    }
   }
   return out;
 }
