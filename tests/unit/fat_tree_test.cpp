@@ -225,3 +225,46 @@ TEST_CASE("fat tree sim: cross-leaf all_to_all without a taper is bound by the N
 TEST_CASE("fat tree sim: a leaf taper of 2 slows the cross-leaf all_to_all by 4/3, to 4c/B") {
   check_cross_leaf_all_to_all(2, 4);
 }
+
+namespace {
+
+// Folding when each leaf holds one class: 4 one-GPU nodes on leaves {0, 1} and {2, 3} with a
+// leaf taper of 2 (uplink = one NIC's bandwidth B); ranks 0, 1 are class 0 and ranks 2, 3
+// class 1, so each leaf holds a single class. Pairs {0, 2} and {1, 3} each run a ring
+// all-reduce of `bytes` across the leaves; both pairs' flows share each leaf uplink (B/2
+// each): 2 steps of (4 L + bytes/2 / (B/2)). Folded, each representative's flows cross the
+// folded uplink of its own class at B/2.
+void check_pairs_across_leaves(Fidelity fid) {
+  MachineSpec m = two_leaf_cluster(2);
+  m.link_latency_s = kLat;
+  const FatTreeNetwork net(m, Precision::fp32);
+  const double bytes = 64e6;
+  Workload w;
+  w.rank_count = 4;
+  w.node_of_rank = {0, 1, 2, 3};
+  w.class_of_rank = {0, 0, 1, 1};
+  GroupTable pairs;
+  pairs.members = {{0, 2}, {1, 3}};
+  pairs.index(4);
+  w.groups["pair"] = pairs;
+  add_op(w.programs[0],
+         Op{"ar", "ar", Phase::optimizer,
+            CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "pair", bytes}},
+         {});
+  const RooflineCostModel cost(device_profile_of(m));
+  const SimResult res = simulate(w, net, cost, EngineOptions{fid});
+  const double expected = 2 * (4 * kLat + bytes / 2 / (kNic / 2));
+  INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
+  CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
+  CHECK(res.stats.simulated_ranks == (fid == Fidelity::folded ? 2 : 4));
+}
+
+}  // namespace
+
+TEST_CASE("fat tree sim: exhaustive pairs across two tapered leaves share the uplinks") {
+  check_pairs_across_leaves(Fidelity::exhaustive);
+}
+
+TEST_CASE("fat tree sim: folded pairs across leaves that each hold one class match the exhaustive closed form") {
+  check_pairs_across_leaves(Fidelity::folded);
+}
