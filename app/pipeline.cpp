@@ -4,6 +4,7 @@
 
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
+#include "topologies/inner_level_classes.hpp"
 #include "topologies/network_factory.hpp"
 
 namespace exasim {
@@ -39,6 +40,8 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
     p.workload = std::move(tw.workload);
+    // On GPU nodes, ranks of one stage differ by whether their ring neighbours share their NVLink.
+    if (m.family == "gpu_cluster") split_classes_at_inner_level(p.workload, m.devices_per_inner_level());
     p.ranks = p.workload.rank_count;
     p.parameters = tw.parameters;
     p.executed_flops = tw.executed_flops;

@@ -12,6 +12,7 @@
 #include "sim/engine.hpp"
 #include "sim/workload.hpp"
 #include "topologies/fat_tree.hpp"
+#include "topologies/inner_level_classes.hpp"
 #include "topologies/machine_spec.hpp"
 
 using namespace exasim;
@@ -267,4 +268,63 @@ TEST_CASE("fat tree sim: exhaustive pairs across two tapered leaves share the up
 
 TEST_CASE("fat tree sim: folded pairs across leaves that each hold one class match the exhaustive closed form") {
   check_pairs_across_leaves(Fidelity::folded);
+}
+
+TEST_CASE("fat tree: classes split at the node only when a group's ring straddles nodes") {
+  Workload w;
+  w.rank_count = 16;
+  GroupTable ring, per_node;
+  ring.members.push_back({});
+  for (int r = 0; r < 16; ++r) {
+    ring.members[0].push_back(r);
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(r < 8 ? 0 : 1);
+  }
+  per_node.members = {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}};
+  per_node.index(16);
+  w.groups["tp"] = per_node;
+  CHECK_FALSE(groups_straddle_inner_levels(w, 8));  // each group inside one node
+  Workload kept = w;
+  CHECK_FALSE(split_classes_at_inner_level(kept, 8));
+  CHECK(kept.class_of_rank == w.class_of_rank);
+  ring.index(16);
+  w.groups["dp"] = ring;  // 7 -> 8 and 15 -> 0 leave their node, the rest do not
+  CHECK(groups_straddle_inner_levels(w, 8));
+  CHECK(split_classes_at_inner_level(w, 8));
+  // (old class, offset) pairs, numbered as met: 0..7 for node 0, 8..15 for node 1.
+  for (int r = 0; r < 16; ++r) CHECK(w.class_of_rank[r] == r);
+}
+
+TEST_CASE("fat tree sim: folded ring all_reduce over two nodes, classes split at the node, matches the closed form on the NIC") {
+  // As the exhaustive two-node ring above, but all 16 ranks start in one class: split by GPU
+  // offset, the representatives of offsets 7 and 0 carry the NIC steps, and the folded ring
+  // runs at the NIC's pace (one class per stage alone would see only NVLink steps).
+  MachineSpec m = small_cluster();
+  m.gpu.nodes = 2;
+  m.gpu.gpus_per_node = 8;
+  const FatTreeNetwork net(m, Precision::fp32);
+  const int n = 16;
+  const double bytes = 16 * 4.0 * 1024 * 1024;
+  Workload w;
+  w.rank_count = n;
+  GroupTable all;
+  all.members.push_back({});
+  for (int r = 0; r < n; ++r) {
+    all.members[0].push_back(r);
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(0);
+  }
+  all.index(n);
+  w.groups["all"] = all;
+  add_op(w.programs[0],
+         Op{"ar", "ar", Phase::optimizer,
+            CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes}},
+         {});
+  REQUIRE(split_classes_at_inner_level(w, m.devices_per_inner_level()));
+  const RooflineCostModel cost(device_profile_of(m));
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});
+  CHECK(res.stats.simulated_ranks == 8);
+  const double expected = 30 * (4 * kLat + bytes / 16 / kNic);
+  INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
+  CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
 }
