@@ -4,7 +4,8 @@
 
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
-#include "topologies/sunway.hpp"
+#include "topologies/inner_level_classes.hpp"
+#include "topologies/network_factory.hpp"
 
 namespace exasim {
 
@@ -12,8 +13,13 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   Prediction p;
   p.scenario = sc;
   const MachineSpec& m = sc.machine;
-  if (m.family != "sunway") throw ScenarioError(sc.file, "/machine/family", "\"sunway\" (the only family so far)");
-  SunwayNetwork net(m, Precision::fp32);
+  std::unique_ptr<Network> network;
+  try {
+    network = make_network(m, Precision::fp32);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(sc.file, "/machine", e.what());
+  }
+  const Network& net = *network;
   const ProfileCostModel cost(device_profile_of(m), o.host);
   p.cost_model = cost.describe();
   if (sc.plan_kind == Scenario::PlanKind::moda) {
@@ -34,6 +40,8 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
     p.workload = std::move(tw.workload);
+    // On GPU nodes, ranks of one stage differ by whether their ring neighbours share their NVLink.
+    if (m.family == "gpu_cluster") split_classes_at_inner_level(p.workload, m.devices_per_inner_level());
     p.ranks = p.workload.rank_count;
     p.parameters = tw.parameters;
     p.executed_flops = tw.executed_flops;
@@ -59,16 +67,46 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   return p;
 }
 
+namespace {
+// The report's "machine" object: each family's own fields.
+nlohmann::json machine_json(const MachineSpec& m) {
+  nlohmann::json j{{"name", m.name}, {"family", m.family}, {"devices", m.device_count()},
+                   {"device_word", m.device_word()}};
+  if (m.family == "gpu_cluster") {
+    const GpuClusterSpec& g = m.gpu;
+    j["nodes"] = g.nodes;
+    j["gpus_per_node"] = g.gpus_per_node;
+    j["gpus_per_nic"] = g.gpus_per_nic;
+    j["nvlink_Bps"] = g.nvlink_Bps;
+    j["nvlink_latency_s"] = g.nvlink_latency_s;
+    j["nic_Bps"] = g.nic_Bps;
+    j["fat_tree"] = {{"nodes_per_leaf_group", g.nodes_per_leaf_group},
+                     {"leaf_groups_per_spine_group", g.leaf_groups_per_spine_group},
+                     {"rail_optimized", g.rail_optimized},
+                     {"leaf_taper", g.leaf_taper},
+                     {"spine_taper", g.spine_taper}};
+    j["link_latency_s"] = m.link_latency_s;
+  } else if (m.family == "torus") {
+    j["torus_x"] = m.torus.x;
+    j["torus_y"] = m.torus.y;
+    j["link_Bps"] = m.torus.link_Bps;
+    j["link_latency_s"] = m.link_latency_s;
+  } else {
+    j["nodes_per_supernode"] = m.nodes_per_supernode;
+    j["node_injection_Bps"] = m.node_injection_Bps;
+    j["link_latency_s"] = m.link_latency_s;
+    j["upper_level_bandwidth_ratio"] = m.upper_level_bandwidth_ratio;
+  }
+  return j;
+}
+}  // namespace
+
 nlohmann::json report_json(const Prediction& p) {
   using nlohmann::json;
   const Scenario& sc = p.scenario;
   json r;
   r["scenario"] = {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}};
-  r["machine"] = {{"name", sc.machine.name},
-                  {"nodes_per_supernode", sc.machine.nodes_per_supernode},
-                  {"node_injection_Bps", sc.machine.node_injection_Bps},
-                  {"link_latency_s", sc.machine.link_latency_s},
-                  {"upper_level_bandwidth_ratio", sc.machine.upper_level_bandwidth_ratio}};
+  r["machine"] = machine_json(sc.machine);
   r["model"] = {{"name", sc.model.name},
                 {"layers", sc.model.layers},
                 {"d_model", sc.model.d_model},
@@ -191,6 +229,8 @@ std::string summary_text(const Prediction& p) {
                      sc.training.micro_batches);
   } else {
     const ParallelPlan& pl = sc.parallel;
+    s += fmt::format("  machine    {} ({}): {} {}s\n", sc.machine.name, sc.machine.family, sc.machine.device_count(),
+                     sc.machine.device_word());
     s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
                      sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
     s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)); ZeRO {}, "

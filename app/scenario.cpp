@@ -267,6 +267,19 @@ class Reader {
     return v.get<bool>();
   }
 
+  // A boolean, plain or annotated ({"value": true, "assumption": ...}).
+  bool required_annotated_bool(const json& obj, const std::string& path, const std::string& key) const {
+    const std::string what = "a boolean (true or false)";
+    const json* v = &require(obj, path, key, what);
+    std::string vpath = child(path, key);
+    if (v->is_object()) {
+      v = &annotated(*v, vpath, what);
+      vpath = child(vpath, "value");
+    }
+    if (!v->is_boolean()) fail(vpath, "expected " + what + ", got " + describe(*v));
+    return v->get<bool>();
+  }
+
   // Returns the index into `allowed`; `dflt` < 0: required.
   int enum_value(const json& obj, const std::string& path, const std::string& key,
                  std::initializer_list<const char*> allowed, int dflt) const {
@@ -452,16 +465,53 @@ void read_device(const Reader& r, const json& m, const std::string& path, Machin
   read_device_object(r.nested(label, dpath), doc, "", s);
 }
 
-MachineSpec read_machine_object(const Reader& r, const json& m, const std::string& path) {
-  r.require_object(m, path, "a machine object");
+// The fat tree of a gpu_cluster machine: "fat_tree": {nodes_per_leaf_group, leaf_groups_per_spine_group,
+// rail_optimized, leaf_taper, spine_taper}.
+void read_fat_tree(const Reader& r, const json& m, const std::string& path, GpuClusterSpec& g) {
+  const std::string p = child(path, "fat_tree");
+  const json& f = r.require(m, path, "fat_tree", "a fat_tree object");
+  r.require_object(f, p, "a fat_tree object");
+  r.check_keys(f, p, {"nodes_per_leaf_group", "leaf_groups_per_spine_group", "rail_optimized", "leaf_taper", "spine_taper"});
+  g.nodes_per_leaf_group = r.required_int(f, p, "nodes_per_leaf_group");
+  g.leaf_groups_per_spine_group = r.required_int(f, p, "leaf_groups_per_spine_group");
+  g.rail_optimized = r.required_annotated_bool(f, p, "rail_optimized");
+  g.leaf_taper = r.required_number(f, p, "leaf_taper", NumKind::positive);
+  g.spine_taper = r.required_number(f, p, "spine_taper", NumKind::positive);
+}
+
+void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
+  r.check_keys(m, path,
+               {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
+                "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "sources"});
+  GpuClusterSpec& g = s.gpu;
+  g.nodes = r.required_int(m, path, "nodes");
+  g.gpus_per_node = r.required_int(m, path, "gpus_per_node");
+  g.gpus_per_nic = r.optional_int(m, path, "gpus_per_nic", 1);
+  if (g.gpus_per_node % g.gpus_per_nic != 0)
+    r.fail(child(path, "gpus_per_nic"), "expected a divisor of gpus_per_node (" + std::to_string(g.gpus_per_node) +
+                                            "), got " + std::to_string(g.gpus_per_nic));
+  read_device(r, m, path, s);
+  g.nvlink_Bps = r.required_number(m, path, "nvlink_Bps", NumKind::positive);
+  g.nvlink_latency_s = r.required_number(m, path, "nvlink_latency_s", NumKind::non_negative);
+  g.nic_Bps = r.required_number(m, path, "nic_Bps", NumKind::positive);
+  read_fat_tree(r, m, path, g);
+  s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+}
+
+void read_torus(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
+  r.check_keys(m, path, {"name", "family", "description", "torus_x", "torus_y", "device", "link_Bps", "link_latency_s",
+                         "sources"});
+  s.torus.x = r.required_int(m, path, "torus_x");
+  s.torus.y = r.required_int(m, path, "torus_y");
+  read_device(r, m, path, s);
+  s.torus.link_Bps = r.required_number(m, path, "link_Bps", NumKind::positive);
+  s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+}
+
+void read_sunway(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
                 "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
-  MachineSpec s;
-  s.name = r.required_string(m, path, "name");
-  r.enum_value(m, path, "family", {"sunway"}, -1);
-  s.family = "sunway";
-  r.optional_string(m, path, "description");
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
   s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
@@ -470,6 +520,21 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
   s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
   s.node_injection_Bps = r.required_number(m, path, "node_injection_Bps", NumKind::positive);
   s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+}
+
+MachineSpec read_machine_object(const Reader& r, const json& m, const std::string& path) {
+  r.require_object(m, path, "a machine object");
+  static const char* const families[] = {"sunway", "gpu_cluster", "torus"};
+  MachineSpec s;
+  s.family = families[r.enum_value(m, path, "family", {"sunway", "gpu_cluster", "torus"}, -1)];
+  if (s.family == "gpu_cluster")
+    read_gpu_cluster(r, m, path, s);
+  else if (s.family == "torus")
+    read_torus(r, m, path, s);
+  else
+    read_sunway(r, m, path, s);
+  s.name = r.required_string(m, path, "name");
+  r.optional_string(m, path, "description");
   read_sources(r, m, path);
   return s;
 }
@@ -618,9 +683,6 @@ Fidelity read_engine(const Reader& r, const json& root) {
 
 std::string num(long long x) { return std::to_string(x); }
 
-// Devices the machine offers, one rank each.
-long long machine_devices(const MachineSpec& mc) { return static_cast<long long>(mc.supernodes) * mc.nodes_per_supernode; }
-
 bool is_power(long long x, int e, long long& root) {
   for (long long q = 1; q <= x; ++q) {
     long long p = 1;
@@ -702,15 +764,19 @@ void validate_general(const Reader& r, const Scenario& s) {
                                      num(mbs) + ") to be a multiple of pipeline_parallel (" + num(p.pipeline) +
                                      ") under the interleaved schedule");
   const long long devices = static_cast<long long>(p.data) * p.tensor * p.pipeline;
-  if (devices > machine_devices(s.machine))
-    r.fail("/plan", "expected at most the machine's " + num(machine_devices(s.machine)) +
-                        " devices: data_parallel x tensor_parallel x pipeline_parallel = " + num(devices));
+  if (devices > s.machine.device_count())
+    r.fail("/plan", "expected at most the machine's " + num(s.machine.device_count()) + " devices (" +
+                        s.machine.device_word() + "s): data_parallel x tensor_parallel x pipeline_parallel = " +
+                        num(devices));
 }
 
 void validate(const Reader& r, const Scenario& s) {
   const ModelSpec& m = s.model;
   const PlanSpec& p = s.plan;
   const MachineSpec& mc = s.machine;
+  if (mc.family != "sunway")
+    r.fail("/plan/layout", "expected a general plan (no \"layout\"): BaGuaLu's MoDa layouts place ranks on Sunway "
+                           "supernodes, and machine " + quoted(mc.name) + " is of family " + quoted(mc.family));
   if (m.experts_per_layer <= 0)
     r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
 

@@ -94,8 +94,9 @@ class Estimator {
       const auto& members = gt.members.at(gi);
       const int n = static_cast<int>(members.size());
       if (n > 1 && c->bytes > 0) {
-        const int m = gt.index_in_group[r];
-        const PathCost pc = path_cost(r, members[(m + 1) % n]);
+        // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a
+        // data-parallel ring over consecutive GPUs that leaves its node).
+        const PathCost pc = slowest_ring_pair(gt, gi);
         const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
         end = ready + sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
       }
@@ -126,6 +127,22 @@ class Estimator {
     return it->second;
   }
 
+  // The largest latency and the smallest bandwidth over the group's consecutive members.
+  PathCost slowest_ring_pair(const GroupTable& gt, int group) {
+    auto key = std::make_pair(&gt, group);
+    auto it = ring_costs_.find(key);
+    if (it != ring_costs_.end()) return it->second;
+    const auto& members = gt.members.at(group);
+    const size_t n = members.size();
+    PathCost worst{0, std::numeric_limits<double>::infinity()};
+    for (size_t m = 0; m < n; ++m) {
+      const PathCost pc = path_cost(members[m], members[(m + 1) % n]);
+      worst.latency_s = std::max(worst.latency_s, pc.latency_s);
+      worst.bandwidth_Bps = std::min(worst.bandwidth_Bps, pc.bandwidth_Bps);
+    }
+    return ring_costs_[key] = worst;
+  }
+
   PathCost path_cost(int a, int b) {
     const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
     if (na == nb) return PathCost{0, std::numeric_limits<double>::infinity()};
@@ -150,6 +167,7 @@ class Estimator {
   std::vector<std::vector<OpTiming>> timing_;
   std::map<std::pair<int, long>, double> sent_;  // (program, tag) -> arrival
   std::map<std::pair<int, int>, PathCost> paths_;
+  std::map<std::pair<const GroupTable*, int>, PathCost> ring_costs_;
 };
 
 }  // namespace

@@ -21,8 +21,9 @@
 //  * folded: one representative per rank class. A representative's flow is routed over the
 //    real path mapped onto the folded platform: node-private links map to the
 //    representative's own links (in a symmetric pattern a rank receives what it sends: the
-//    "mirror"), shared links (e.g. a supernode uplink) map to one folded link whose capacity
-//    is divided by the number of ranks each representative stands for in that link's domain.
+//    "mirror"), shared links (e.g. a supernode uplink) map to the folded link of all domains
+//    that hold the same classes alike, whose capacity is divided by the number of ranks each
+//    representative stands for in such a domain (see check_fold_uniformity).
 //    Consecutive steps over the same folded route merge into one flow carrying their bytes,
 //    preceded by a delay carrying the latencies of the merged steps.
 //
@@ -181,10 +182,13 @@ class Replay {
 
   std::vector<int> slot_rank_, rank_slot_, multiplicity_;
   std::unordered_map<int, int> slot_of_class_;  // folded: class -> its representative's slot
-  // Folded shared links, per link kind: class -> its group of alike domains, and per group
-  // the ranks a representative stands for in one of its domains (see check_fold_uniformity).
-  std::vector<std::map<int, int>> fold_group_;
-  std::vector<std::vector<int>> fold_per_group_;
+  // folded: per shared link kind, each domain's folded link and the ranks a representative
+  // stands for there (see check_fold_uniformity)
+  struct FoldedDomain {
+    int instance = 0;
+    int per = 1;
+  };
+  std::vector<std::map<int, FoldedDomain>> fold_domain_;
   std::vector<Task> tasks_;
   std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
   std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
@@ -258,50 +262,34 @@ void Replay::choose_ranks() {
   check_fold_uniformity();
 }
 
-// Folding maps a shared link onto one folded link per group of alike domains: the domains
-// that hold the same set of classes (all of them in a data-parallel MoE layout; a few pipeline
-// stages each in a pipelined plan) fold into one link, shared by the representatives of those
-// classes, whose capacity is divided by the number of ranks each representative stands for in
-// one such domain. That is exact when every domain of a group holds the same number of ranks
-// of each of its classes, and a class lives in domains of one group only (checked here).
+// Folding maps each shared link onto a folded link standing for every domain that holds the
+// same classes with the same largest count n: the reps of those classes share it at 1/n of the
+// link's capacity, as the n ranks of a class share the real one. When every domain holds every
+// class alike (a MoDa layout on supernodes) there is one folded link per kind, and the folding
+// is exact for symmetric patterns; on a rail-optimized fat tree whose leaves each hold one
+// pipeline stage there is one per stage. A domain holding its classes unequally (a pipeline
+// stage that ends inside a leaf group) is folded with its largest count: exact for the class
+// it holds most of, pessimistic for the others.
 void Replay::check_fold_uniformity() {
   const auto& kinds = net_.link_kinds();
-  fold_group_.assign(kinds.size(), {});
-  fold_per_group_.assign(kinds.size(), {});
+  fold_domain_.assign(kinds.size(), {});
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (kinds[k].node_private) continue;
     std::map<int, std::map<int, int>> hist;  // domain -> class -> count
     for (int r = 0; r < w_.rank_count; ++r)
       hist[net_.domain_of(static_cast<int>(k), w_.node_of_rank[r])][w_.class_of_rank[r]]++;
-    std::map<std::vector<int>, int> group_of_set;  // class set -> group
-    std::map<int, int>& group_of_class = fold_group_[k];
-    std::vector<int>& per_group = fold_per_group_[k];
+    std::map<std::pair<std::vector<int>, int>, int> instance_of;  // (classes, largest count) -> folded link
     for (auto& [dom, byclass] : hist) {
-      std::vector<int> set;
-      const int per = byclass.begin()->second;
+      int per = 0;
+      std::vector<int> classes;
       for (auto& [cls, n] : byclass) {
-        set.push_back(cls);
-        if (n != per)
-          throw std::runtime_error("folded fidelity needs every " + kinds[k].name +
-                                   " domain to hold the same number of ranks of each of its classes; domain " +
-                                   std::to_string(dom) + " holds " + std::to_string(n) + " ranks of class " +
-                                   std::to_string(cls) + " and " + std::to_string(per) + " of class " +
-                                   std::to_string(byclass.begin()->first) + " (use --fidelity exhaustive for this plan)");
+        per = std::max(per, n);
+        classes.push_back(cls);
       }
-      auto [it, added] = group_of_set.emplace(set, static_cast<int>(per_group.size()));
-      if (added) per_group.push_back(per);
-      if (per_group[it->second] != per)
-        throw std::runtime_error("folded fidelity needs the " + kinds[k].name + " domains that hold the same classes to hold as many ranks of each; domain " +
-                                 std::to_string(dom) + " holds " + std::to_string(per) + ", another " +
-                                 std::to_string(per_group[it->second]) + " (use --fidelity exhaustive for this plan)");
-      for (int cls : set) {
-        auto [gc, fresh] = group_of_class.emplace(cls, it->second);
-        if (!fresh && gc->second != it->second)
-          throw std::runtime_error("folded fidelity needs each class to live in " + kinds[k].name +
-                                   " domains that hold the same classes; class " + std::to_string(cls) +
-                                   " shares domain " + std::to_string(dom) +
-                                   " with other classes than elsewhere (use --fidelity exhaustive for this plan)");
-      }
+      auto key = std::make_pair(std::move(classes), per);
+      auto it = instance_of.find(key);
+      if (it == instance_of.end()) it = instance_of.emplace(key, static_cast<int>(instance_of.size())).first;
+      fold_domain_[k][dom] = FoldedDomain{it->second, per};
     }
   }
 }
@@ -330,10 +318,12 @@ std::vector<int> Replay::map_path(int slot, int src_node, int dst_node) {
       out.push_back(link_id(l.kind, l.instance, k.bandwidth_Bps));
     else if (k.node_private)
       out.push_back(link_id(l.kind, slot, k.bandwidth_Bps));  // the representative's own link
-    else
-    {
-      const int group = fold_group_[l.kind].at(w_.class_of_rank[slot_rank_[slot]]);
-      out.push_back(link_id(l.kind, group, k.bandwidth_Bps / fold_per_group_[l.kind][group]));
+    else {
+      auto it = fold_domain_.at(l.kind).find(l.instance);
+      if (it == fold_domain_[l.kind].end())
+        throw std::runtime_error("folded fidelity: a flow crosses " + k.name + " of domain " +
+                                 std::to_string(l.instance) + ", which holds no rank");
+      out.push_back(link_id(l.kind, it->second.instance, k.bandwidth_Bps / it->second.per));
     }
   }
   return out;

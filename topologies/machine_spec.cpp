@@ -1,6 +1,28 @@
 #include "topologies/machine_spec.hpp"
 
+#include <stdexcept>
+
 namespace exasim {
+
+int MachineSpec::device_count() const {
+  if (family == "sunway") return supernodes * nodes_per_supernode;
+  if (family == "gpu_cluster") return gpu.nodes * gpu.gpus_per_node;
+  if (family == "torus") return torus.x * torus.y;
+  throw std::invalid_argument("machine " + name + ": unknown family '" + family + "'");
+}
+
+std::string MachineSpec::device_word() const {
+  if (family == "gpu_cluster") return "GPU";
+  if (family == "torus") return "chip";
+  return "node";
+}
+
+int MachineSpec::devices_per_inner_level() const {
+  if (family == "sunway") return nodes_per_supernode;
+  if (family == "gpu_cluster") return gpu.gpus_per_node;
+  if (family == "torus") return torus.x;
+  throw std::invalid_argument("machine " + name + ": unknown family '" + family + "'");
+}
 
 DeviceProfile device_profile_of(const MachineSpec& m) {
   DeviceProfile d;

@@ -1,4 +1,7 @@
 // A machine as a scenario describes it (plain values; see topologies/machines/*.json).
+// Three families: "sunway" (BaGuaLu's New Generation Sunway), "gpu_cluster" (GPU nodes on a
+// fat tree, e.g. Selene's DGX A100) and "torus" (a 2-D torus of chips, e.g. a TPU v3 pod).
+// A device is what runs one rank: a Sunway node, a GPU, a TPU chip.
 #pragma once
 #include <map>
 #include <string>
@@ -8,26 +11,66 @@
 
 namespace exasim {
 
+// GPU nodes (NVLink/NVSwitch inside, one NIC per rail) on a fat tree of leaf and spine groups
+// with a top (core) level above them. See topologies/fat_tree.hpp for the routes.
+struct GpuClusterSpec {
+  int nodes = 0;
+  int gpus_per_node = 0;
+  int gpus_per_nic = 1;                 // GPUs that share one NIC (rail)
+  double nvlink_Bps = 0;                // per GPU per direction into the node's NVSwitch
+  double nvlink_latency_s = 0;
+  double nic_Bps = 0;                   // per NIC per direction
+  int nodes_per_leaf_group = 0;         // e.g. Selene's scalable unit
+  int leaf_groups_per_spine_group = 0;  // leaf groups joined by one spine group
+  // Rail-optimized: NIC i of every node of a leaf group sits on leaf switch i of that group
+  // (a leaf domain is (group, rail)); otherwise one leaf domain per leaf group.
+  bool rail_optimized = true;
+  double leaf_taper = 1;   // a leaf domain's downward / upward bandwidth (oversubscription)
+  double spine_taper = 1;  // a spine group's downward / upward bandwidth
+
+  int nics_per_node() const { return gpus_per_node / gpus_per_nic; }
+};
+
+// A 2-D torus of chips, x chips per row, y rows; four links per chip (+x, -x, +y, -y).
+struct TorusSpec {
+  int x = 0;
+  int y = 0;
+  double link_Bps = 0;  // per link per direction
+};
+
 struct MachineSpec {
   std::string name;
-  std::string family;  // "sunway"
+  std::string family;  // "sunway", "gpu_cluster" or "torus"
+  // --- sunway
   int nodes_per_supernode = 256;
   int supernodes = 0;           // how many the machine has
   int core_groups_per_node = 6;
-  // The node's device (topologies/devices/*.json): its compute and memory.
+  // --- gpu_cluster, torus
+  GpuClusterSpec gpu;
+  TorusSpec torus;
+  // The device (topologies/devices/*.json): its compute and memory.
   std::string device_name;
-  std::map<Precision, double> peak_flops_per_s;  // per node
+  std::map<Precision, double> peak_flops_per_s;  // per device
   std::map<Precision, double> gemm_efficiency;
-  double memory_bandwidth_Bps = 0;               // achieved DMA bandwidth per node (layer kernels)
+  double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update; unpublished choice
-  double memory_bytes = 0;                       // per node
+  double memory_bytes = 0;                       // per device
+  // --- sunway network
   double noc_Bps = 0;                            // on-chip network between core groups and NIC
   double upper_level_bandwidth_ratio = 0;        // bandwidth across supernodes / inside (3/16)
   double node_injection_Bps = 0;                 // per direction; unpublished (free parameter)
-  double link_latency_s = 0;                     // per hop; unpublished (free parameter)
+  // --- every family: latency of one switch hop or link (unpublished: an assumption or a free parameter)
+  double link_latency_s = 0;
+
+  // Devices the machine offers, one rank each: Sunway nodes, GPUs, torus chips.
+  int device_count() const;
+  // What one device is called: "node", "GPU", "chip".
+  std::string device_word() const;
+  // Devices that share the innermost fast level: a supernode's nodes, a node's GPUs, a torus row.
+  int devices_per_inner_level() const;
 };
 
-// The node as the cost model sees it.
+// The device as the cost model sees it.
 DeviceProfile device_profile_of(const MachineSpec& m);
 
 }  // namespace exasim

@@ -1,0 +1,87 @@
+#include "topologies/fat_tree.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace exasim {
+
+FatTreeNetwork::FatTreeNetwork(const MachineSpec& m, Precision peak_precision)
+    : nodes_(m.gpu.nodes),
+      gpus_per_node_(m.gpu.gpus_per_node),
+      gpus_per_nic_(m.gpu.gpus_per_nic),
+      nics_per_node_(0),
+      nodes_per_leaf_group_(m.gpu.nodes_per_leaf_group),
+      leaf_groups_per_spine_group_(m.gpu.leaf_groups_per_spine_group),
+      rail_optimized_(m.gpu.rail_optimized) {
+  const GpuClusterSpec& g = m.gpu;
+  if (nodes_ <= 0 || gpus_per_node_ <= 0 || gpus_per_nic_ <= 0 || nodes_per_leaf_group_ <= 0 ||
+      leaf_groups_per_spine_group_ <= 0)
+    throw std::invalid_argument("gpu_cluster machine: node, GPU, NIC and group counts must be positive");
+  if (gpus_per_node_ % gpus_per_nic_ != 0)
+    throw std::invalid_argument("gpu_cluster machine: gpus_per_nic must divide gpus_per_node");
+  if (!(g.nvlink_Bps > 0 && g.nic_Bps > 0 && g.leaf_taper > 0 && g.spine_taper > 0))
+    throw std::invalid_argument("gpu_cluster machine: bandwidths and tapers must be positive");
+  nics_per_node_ = g.nics_per_node();
+  auto peak = m.peak_flops_per_s.find(peak_precision);
+  if (peak == m.peak_flops_per_s.end())
+    throw std::invalid_argument(std::string("gpu_cluster machine: no peak for ") + to_string(peak_precision));
+  gpu_speed_ = peak->second;
+  const double nics_per_leaf = rail_optimized_ ? nodes_per_leaf_group_ : double(nodes_per_leaf_group_) * nics_per_node_;
+  const double leaf_up_Bps = nics_per_leaf * g.nic_Bps / g.leaf_taper;
+  const double spine_up_Bps = double(leaf_groups_per_spine_group_) * nodes_per_leaf_group_ * nics_per_node_ * g.nic_Bps /
+                              (g.leaf_taper * g.spine_taper);
+  const double L = m.link_latency_s;
+  const bool nic_private = gpus_per_nic_ == 1;
+  kinds_ = {
+      {"nvlink_up", g.nvlink_Bps, g.nvlink_latency_s, true},
+      {"nvlink_down", g.nvlink_Bps, g.nvlink_latency_s, true},
+      {"nic_up", g.nic_Bps, L, nic_private},
+      {"nic_down", g.nic_Bps, L, nic_private},
+      {"leaf_uplink", leaf_up_Bps, L, false},
+      {"leaf_downlink", leaf_up_Bps, L, false},
+      {"spine_uplink", spine_up_Bps, L, false},
+      {"spine_downlink", spine_up_Bps, L, false},
+  };
+}
+
+int FatTreeNetwork::leaf_domain_of(int gpu) const {
+  return rail_optimized_ ? leaf_group_of(gpu) * nics_per_node_ + rail_of(gpu) : leaf_group_of(gpu);
+}
+
+void FatTreeNetwork::path(int a, int b, std::vector<LinkRef>& out) const {
+  if (machine_node_of(a) == machine_node_of(b)) {
+    out.push_back({nvlink_up, a});
+    out.push_back({nvlink_down, b});
+    return;
+  }
+  out.push_back({nic_up, domain_of(nic_up, a)});
+  const int la = leaf_domain_of(a), lb = leaf_domain_of(b);
+  if (la != lb) {
+    out.push_back({leaf_uplink, la});
+    const int sa = spine_group_of(a), sb = spine_group_of(b);
+    if (sa != sb) {
+      out.push_back({spine_uplink, sa});
+      out.push_back({spine_downlink, sb});
+    }
+    out.push_back({leaf_downlink, lb});
+  }
+  out.push_back({nic_down, domain_of(nic_down, b)});
+}
+
+int FatTreeNetwork::domain_of(int kind, int node) const {
+  switch (kind) {
+    case nic_up:
+    case nic_down: return gpus_per_nic_ == 1 ? node : nic_of(node);
+    case leaf_uplink:
+    case leaf_downlink: return leaf_domain_of(node);
+    case spine_uplink:
+    case spine_downlink: return spine_group_of(node);
+    default: return node;
+  }
+}
+
+std::string FatTreeNetwork::node_name(int node) const {
+  return "n" + std::to_string(machine_node_of(node)) + ".gpu" + std::to_string(node % gpus_per_node_);
+}
+
+}  // namespace exasim

@@ -1,0 +1,67 @@
+// GPU nodes on a fat tree as a Network (the "gpu_cluster" family: Selene's DGX A100, DGX-2,
+// DGX H100, a general k-ary fat tree).
+//
+// A network node is one GPU (one rank; one compute unit). Inside a DGX node the NVSwitch is
+// non-blocking: a flow between two GPUs of one node crosses nvlink_up(a) and nvlink_down(b).
+// Between nodes a flow leaves through its GPU's NIC (rail) and enters through the peer's:
+//   same leaf domain         nic_up(A) nic_down(B)
+//   other leaf, same spine   nic_up(A) leaf_uplink(la) leaf_downlink(lb) nic_down(B)
+//   other spine group        nic_up(A) leaf_uplink(la) spine_uplink(sa) spine_downlink(sb)
+//                            leaf_downlink(lb) nic_down(B)
+// where A, B are NICs (private per GPU when each GPU has its own NIC, else shared by the
+// GPUs of a rail), la, lb leaf domains and sa, sb spine groups. Above the spine uplinks the
+// top (core) level is taken as non-blocking.
+//
+// Leaf domains: a leaf group is nodes_per_leaf_group consecutive nodes (Selene's scalable
+// unit). Rail-optimized: NIC i of every node of the group sits on the group's leaf i, so a
+// leaf domain is (group, rail); otherwise the group is one leaf domain. A spine group is
+// leaf_groups_per_spine_group consecutive leaf groups (a k-ary fat tree's pod).
+// Bandwidths (per direction): a leaf uplink carries what its NICs inject divided by the leaf
+// taper; a spine uplink what its leaf groups' NICs inject divided by both tapers (the spine
+// group's downward bandwidth is its leaves' uplinks).
+#pragma once
+#include "sim/network.hpp"
+#include "topologies/machine_spec.hpp"
+
+namespace exasim {
+
+class FatTreeNetwork final : public Network {
+ public:
+  enum Kind {
+    nvlink_up = 0,
+    nvlink_down = 1,
+    nic_up = 2,
+    nic_down = 3,
+    leaf_uplink = 4,
+    leaf_downlink = 5,
+    spine_uplink = 6,
+    spine_downlink = 7
+  };
+
+  // `peak_precision` picks the GPU's nominal host speed.
+  FatTreeNetwork(const MachineSpec& m, Precision peak_precision);
+
+  int node_count() const override { return nodes_ * gpus_per_node_; }
+  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
+  void path(int src_node, int dst_node, std::vector<LinkRef>& out) const override;
+  int domain_of(int kind, int node) const override;
+  int compute_units_per_node() const override { return 1; }
+  double compute_unit_speed_flops_per_s() const override { return gpu_speed_; }
+  std::string node_name(int node) const override;
+
+  int machine_node_of(int gpu) const { return gpu / gpus_per_node_; }
+  int nic_of(int gpu) const { return machine_node_of(gpu) * nics_per_node_ + rail_of(gpu); }
+  int rail_of(int gpu) const { return (gpu % gpus_per_node_) / gpus_per_nic_; }
+  int leaf_group_of(int gpu) const { return machine_node_of(gpu) / nodes_per_leaf_group_; }
+  int leaf_domain_of(int gpu) const;
+  int spine_group_of(int gpu) const { return leaf_group_of(gpu) / leaf_groups_per_spine_group_; }
+
+ private:
+  int nodes_, gpus_per_node_, gpus_per_nic_, nics_per_node_;
+  int nodes_per_leaf_group_, leaf_groups_per_spine_group_;
+  bool rail_optimized_;
+  double gpu_speed_;
+  std::vector<LinkKind> kinds_;
+};
+
+}  // namespace exasim

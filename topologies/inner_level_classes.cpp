@@ -1,0 +1,38 @@
+#include "topologies/inner_level_classes.hpp"
+
+#include <map>
+#include <utility>
+
+namespace exasim {
+
+bool groups_straddle_inner_levels(const Workload& w, int L) {
+  if (L <= 1) return false;
+  for (const auto& [role, table] : w.groups) {
+    (void)role;
+    for (const auto& members : table.members) {
+      const size_t n = members.size();
+      if (n < 2) continue;
+      bool inside = false, across = false;
+      for (size_t m = 0; m < n; ++m) {
+        const int a = w.node_of_rank.at(members[m]), b = w.node_of_rank.at(members[(m + 1) % n]);
+        (a / L == b / L ? inside : across) = true;
+      }
+      if (inside && across) return true;
+    }
+  }
+  return false;
+}
+
+bool split_classes_at_inner_level(Workload& w, int L) {
+  if (!groups_straddle_inner_levels(w, L)) return false;
+  std::map<std::pair<int, int>, int> id;  // (class, offset) -> new class
+  for (int r = 0; r < w.rank_count; ++r) {
+    const auto key = std::make_pair(w.class_of_rank.at(r), w.node_of_rank.at(r) % L);
+    auto it = id.find(key);
+    if (it == id.end()) it = id.emplace(key, static_cast<int>(id.size())).first;
+    w.class_of_rank[r] = it->second;
+  }
+  return true;
+}
+
+}  // namespace exasim
