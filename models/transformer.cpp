@@ -397,6 +397,7 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     out.model_flops += sb.model_flops() * ranks_per_stage;
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
+  out.memory = worst_stage_memory(m, t, plan);
   return out;
 }
 

@@ -22,6 +22,7 @@
 // the Adam update of the shard and an all-gather of the parameters (ZeRO 1 and 2); ZeRO 3
 // also all-gathers each layer's parameters before its forward and its backward.
 #pragma once
+#include "models/memory_model.hpp"
 #include "models/moe_spec.hpp"
 #include "models/parallel_plan.hpp"
 #include "models/plan_placement.hpp"
@@ -36,6 +37,9 @@ struct TransformerWorkload {
   double model_flops = 0;     // all ranks: forward, backward and recomputed GEMMs (Megatron's Eq. 3)
   double tokens_per_step = 0;
   double parameters = 0;      // the whole model (Megatron's Eq. 2)
+  // Per-device memory of the stage with the largest total (models/memory_model.hpp); compare
+  // with the device's memory by memory_shortfall().
+  DeviceMemory memory;
 };
 
 // Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
