@@ -213,3 +213,20 @@ TEST_CASE("the transformer workload carries its worst stage's memory; its gradie
     CHECK(grad_bytes == doctest::Approx(device_memory(m, training(32), p, stage).gradients_bytes));
   }
 }
+
+TEST_CASE("MoE model states: experts sharded over the replicas holding the same experts, dense over all replicas") {
+  ModelSpec m = small_gpt();
+  m.vocab = 0;
+  m.experts_per_layer = 8;
+  m.top_k = 2;
+  ParallelPlan p = plan(4, 1, 1, 1, 4, Recompute::none);
+  p.expert = 2;  // 4 local experts per device, each expert on 4 / 2 = 2 replicas
+  p.zero_stage = 1;
+  const double h = 64, ff = 256, s = 32, layers = 8;
+  const double dense = layers * (4 * h * h + 8 * h + h * 8) + s * h;
+  const double experts = layers * 4 * (2 * h * ff + ff + h);
+  const DeviceMemory d = device_memory(m, training(32), p, 0);
+  CHECK(d.parameters == doctest::Approx(dense + experts));
+  CHECK(d.optimizer_state_bytes == doctest::Approx(12 * (dense / 4 + experts / 2)));
+  CHECK(d.parameters_bytes == doctest::Approx(2 * (dense + experts)));
+}
