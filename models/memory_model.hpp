@@ -84,7 +84,8 @@ double in_flight_micro_batches(const ParallelPlan& plan, int stage);
 // Bytes of one layer's stored activations for one micro-batch (without the working set).
 double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
 
-// Throws std::invalid_argument when the plan cannot be laid out (see tensor_layout) or stage is out of range.
+// Throws std::invalid_argument when the plan cannot be laid out (see tensor_layout), its schedule
+// cannot run (see pipeline_order) or the stage is out of range.
 DeviceMemory device_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan, int stage);
 
 // The largest-total stage.

@@ -201,16 +201,27 @@ TEST_CASE("GPT-3 175B: one GPU needs far more than 80 GB; Megatron's t = 8, p = 
 
 TEST_CASE("the transformer workload carries its worst stage's memory; its gradients match the graph's reduction") {
   const ModelSpec m = small_gpt();
-  ParallelPlan p = plan(2, 2, 2, 1, 8, Recompute::selective);
-  const TransformerWorkload tw = build_transformer_workload(m, training(32), p);
-  CHECK(tw.memory.total_bytes == doctest::Approx(worst_stage_memory(m, training(32), p).total_bytes));
-  CHECK(tw.memory.total_bytes >= device_memory(m, training(32), p, 1).total_bytes);
-  for (int stage = 0; stage < 2; ++stage) {
-    double grad_bytes = 0;
-    const StepGraph& g = tw.workload.programs[stage];
-    for (auto v : boost::make_iterator_range(boost::vertices(g)))
-      if (const auto* c = std::get_if<CollectiveWork>(&g[v].work); c && g[v].label == "grad_all_reduce") grad_bytes += c->bytes;
-    CHECK(grad_bytes == doctest::Approx(device_memory(m, training(32), p, stage).gradients_bytes));
+  struct Case {
+    TensorMode mode;
+    int tensor, depth;
+  };
+  for (const Case c : {Case{TensorMode::one_d, 2, 1}, Case{TensorMode::two_d, 4, 1}, Case{TensorMode::two_half_d, 8, 2},
+                       Case{TensorMode::three_d, 8, 1}}) {
+    CAPTURE(to_string(c.mode));
+    ParallelPlan p = plan(2, c.tensor, 2, 4, 16, Recompute::selective);
+    p.tensor_mode = c.mode;
+    p.tensor_depth = c.depth;
+    const TransformerWorkload tw = build_transformer_workload(m, training(32), p);
+    CHECK(tw.memory.total_bytes == doctest::Approx(worst_stage_memory(m, training(32), p).total_bytes));
+    CHECK(tw.memory.total_bytes >= device_memory(m, training(32), p, 1).total_bytes);
+    for (int stage = 0; stage < 2; ++stage) {
+      double grad_bytes = 0;
+      const StepGraph& g = tw.workload.programs[stage];
+      for (auto v : boost::make_iterator_range(boost::vertices(g)))
+        if (const auto* x = std::get_if<CollectiveWork>(&g[v].work); x && g[v].label == "grad_all_reduce")
+          grad_bytes += x->bytes;
+      CHECK(grad_bytes == doctest::Approx(device_memory(m, training(32), p, stage).gradients_bytes));
+    }
   }
 }
 
