@@ -3,19 +3,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/tensor_parallel.hpp"
 
 namespace exasim {
 
 namespace {
-struct TensorGroupPosition {
-  int group = 0, member = 0;
-};
-std::vector<std::string> tensor_group_roles(TensorMode m) {
-  if (m != TensorMode::one_d) throw std::invalid_argument("placement: only 1-D tensor parallelism is placed so far");
-  return {"tp"};
-}
-TensorGroupPosition tensor_group_position(TensorMode, int, int, const std::string&, int t) { return {0, t}; }
-
 int dim_index(ParallelDim d) {
   switch (d) {
     case ParallelDim::tensor: return 0;
@@ -102,14 +94,16 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   edp.index(N);
   w.groups["ep"] = std::move(ep);
   w.groups["expert_dp"] = std::move(edp);
-  // Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups.
+  // Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups
+  // (models/tensor_parallel.hpp).
+  const TensorLayout layout = tensor_layout(plan);
   for (const std::string& role : tensor_group_roles(plan.tensor_mode)) {
     GroupTable g;
     for (int p = 0; p < plan.pipeline; ++p)
       for (int d = 0; d < plan.data; ++d) {
         std::vector<std::vector<int>> sub;
         for (int t = 0; t < plan.tensor; ++t) {
-          const TensorGroupPosition pos = tensor_group_position(plan.tensor_mode, plan.tensor, plan.tensor_depth, role, t);
+          const TensorGroupPosition pos = tensor_group_position(layout, role, t);
           if (pos.group >= static_cast<int>(sub.size())) sub.resize(pos.group + 1);
           auto& members = sub[pos.group];
           if (pos.member >= static_cast<int>(members.size())) members.resize(pos.member + 1, -1);

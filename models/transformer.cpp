@@ -8,6 +8,7 @@
 
 #include "models/graph_builder.hpp"
 #include "models/pipeline_schedule.hpp"
+#include "models/tensor_parallel.hpp"
 
 namespace exasim {
 
@@ -20,6 +21,14 @@ struct Dims {
   double b = 0;        // sequences per micro-batch
   double s = 0, d = 0, h = 0, ff = 0, V = 0;
   double t = 1;        // tensor-parallel size
+  // Tensor parallelism (models/tensor_parallel.hpp): the layout, the token split (sequences per
+  // device are b / tok), the head and feature split of the attention and FFN (hs: 1-D t, else
+  // q), the feature split of a T x d activation (fs: 1-D 1, else q) and the parameter fraction.
+  TensorLayout tl;
+  double tok = 1, hs = 1, fs = 1, pf = 1;
+  bool one_d() const { return tl.mode == TensorMode::one_d; }
+  double Tl() const { return T / tok; }  // local token rows
+  double dl() const { return d / fs; }   // local features of a T x d activation
   // MoE (E > 0): E experts, top-k routing, capacity factor cf, ep devices exchanging tokens.
   double E = 0, k = 1, cf = 1, ep = 1;
   double local_experts() const { return E / ep; }
@@ -35,7 +44,12 @@ struct Dims {
 class StageBuilder {
  public:
   StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers_per_chunk)
-      : b_(g), x_(x), plan_(plan), stage_(stage), lpc_(layers_per_chunk), vt_(plan.pipeline * plan.virtual_stages) {}
+      : b_(g), x_(x), plan_(plan), stage_(stage), lpc_(layers_per_chunk), vt_(plan.pipeline * plan.virtual_stages),
+        qkv_(tensor_linear(x.tl, x.T, x.d, 3 * x.d, x.ea, Linear1D::column)),
+        proj_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::row)),
+        ffn1_(tensor_linear(x.tl, x.T, x.d, x.ff, x.ea, Linear1D::column)),
+        ffn2_(tensor_linear(x.tl, x.T, x.ff, x.d, x.ea, Linear1D::row)),
+        logits_(tensor_linear(x.tl, x.T, x.d, x.V, x.ea, Linear1D::column)) {}
 
   void item(const PipelineItem& it) {
     const int vs = it.chunk * plan_.pipeline + stage_;  // virtual stage
@@ -62,9 +76,15 @@ class StageBuilder {
   // Gradient reduction and optimizer update of this device's parameters, after its last
   // backward: the dense parameters among the data-parallel replicas ("dp"), the experts'
   // among the replicas that hold the same experts ("expert_dp").
+  // Under 2.5-D the d depth layers hold the same weights and each computed the gradient of its
+  // rows of the batch: the dense gradients are first all-reduced over "tp_depth".
   void optimizer(double dense_params, double expert_params) {
-    const std::vector<long> done = all_done();
+    std::vector<long> done = all_done();
     long after = -1;
+    if (x_.tl.mode == TensorMode::two_half_d && x_.tl.depth > 1 && dense_params > 0)
+      done.push_back(b_.collective("dense.grad.depth_all_reduce", "grad_depth_all_reduce", Phase::backward,
+                                   CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "tp_depth",
+                                   dense_params * x_.ea, done));
     after = update("dense", "dp", plan_.data, dense_params, done, after);
     update("expert", "expert_dp", plan_.data / plan_.expert, expert_params, done, after);
   }
@@ -109,28 +129,26 @@ class StageBuilder {
     return v;
   }
 
-  // Pipeline messages: Megatron's scatter/gather sends 1/t of the activations per tensor rank.
+  // Pipeline messages: under 1-D, Megatron's scatter/gather sends 1/t of the activations per
+  // tensor rank; under 2-D, 2.5-D and 3-D each rank sends its own shard to the rank with the
+  // same tensor coordinates in the next stage.
+  double message_bytes() const { return x_.Tl() * x_.dl() * x_.ea / (x_.one_d() ? x_.t : 1); }
   void send(Phase ph, long tag, int offset) {
-    const double bytes = x_.T * x_.d * x_.ea / x_.t;
+    const double bytes = message_bytes();
     sends_.push_back(b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
                                  ph == Phase::forward ? "pp_send_activations" : "pp_send_gradients", ph, Dir::send, "pp",
                                  offset, bytes, tag, deps()));
   }
   void receive(Phase ph, long tag, int offset) {
-    const double bytes = x_.T * x_.d * x_.ea / x_.t;
+    const double bytes = message_bytes();
     last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
                         ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
                         bytes, tag, deps());
-    if (x_.t > 1)
+    if (x_.one_d() && x_.t > 1)
       last_ = b_.collective(name("pp_all_gather"), "pp_all_gather", ph, CollectiveKind::all_gather,
                             CollectiveAlgorithm::ring, "tp", x_.T * x_.d * x_.ea, deps());
   }
-  // An all-reduce of the T x d activations over "tp" after `after` (nothing without tensor parallelism).
-  long tp_all_reduce(const std::string& what, Phase ph, long after) {
-    if (x_.t <= 1) return after;
-    return b_.collective(name(what), what, ph, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "tp",
-                         x_.T * x_.d * x_.ea, {after});
-  }
+  // 1-D: an all-reduce of the T x d activations over "tp" after the device's last op.
   long tp_all_reduce(const std::string& what, Phase ph) {
     const std::vector<long> d = deps();
     if (x_.t <= 1 && d.size() == 1) return d[0];
@@ -140,61 +158,99 @@ class StageBuilder {
   // The dependencies of the device's next op: its last op and a pending join.
   std::vector<long> deps() {
     std::vector<long> d{last_};
-    if (join_ >= 0) d.push_back(join_);
-    join_ = -1;
+    d.insert(d.end(), joins_.begin(), joins_.end());
+    joins_.clear();
     return d;
   }
   // ZeRO 3: a layer's parameters are all-gathered before its forward and its backward.
   void zero3_gather(int layer, Phase ph) {
     if (plan_.zero_stage < 3 || plan_.data <= 1) return;
-    const double params = (12 * x_.d * x_.d + 13 * x_.d) / x_.t;
+    const double params = (12 * x_.d * x_.d + 13 * x_.d) * x_.pf;
     last_ = b_.collective(name(fmt::format("L{}.{}.zero3_param_all_gather", layer, ph == Phase::forward ? "fwd" : "bwd")),
                           "zero3_param_all_gather", ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
                           params * bytes_per_element(x_.storage), deps());
   }
 
   void embedding(Phase ph) {
-    const double T = x_.T, d = x_.d;
+    const double Tl = x_.Tl(), dl = x_.dl();
     const bool F = ph == Phase::forward;
     last_ = b_.memory(name(F ? "embedding" : "embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
-                      Kernel::token_permute, x_.storage, rows_cols(T, d), 0, (F ? 2 : 3) * T * d * x_.ea, deps());
+                      Kernel::token_permute, x_.storage, rows_cols(Tl, dl), 0, (F ? 2 : 3) * Tl * dl * x_.ea, deps());
   }
   void head_forward() {
-    const double T = x_.T, d = x_.d, Vt = x_.V / x_.t;
+    const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs;
     if (x_.V <= 0) return;
     const Phase F = Phase::forward;
     last_ = b_.memory(name("final_layernorm"), "final_layernorm", F, Kernel::layer_norm, x_.elementwise,
-                      rows_cols(T, d), 8 * T * d, 2 * T * d * x_.ea, deps());
-    last_ = b_.gemm(name("logits"), "logits", F, x_.gemm, x_.storage, gemm_shape(T, Vt, d), deps());
-    last_ = b_.memory(name("cross_entropy"), "cross_entropy", F, Kernel::softmax, x_.elementwise, rows_cols(T, Vt),
-                      5 * T * Vt, 2 * T * Vt * x_.ea, deps());
+                      rows_cols(Tl, dl), 8 * Tl * dl, 2 * Tl * dl * x_.ea, deps());
+    linear_forward(name(""), "logits", "", F, logits_);
+    last_ = b_.memory(name("cross_entropy"), "cross_entropy", F, Kernel::softmax, x_.elementwise, rows_cols(Tl, Vl),
+                      5 * Tl * Vl, 2 * Tl * Vl * x_.ea, deps());
   }
   void head_backward() {
-    const double T = x_.T, d = x_.d, Vt = x_.V / x_.t;
+    const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs;
     if (x_.V <= 0) return;
     const Phase B = Phase::backward;
     last_ = b_.memory(name("cross_entropy.bwd"), "cross_entropy.bwd", B, Kernel::softmax, x_.elementwise,
-                      rows_cols(T, Vt), 5 * T * Vt, 3 * T * Vt * x_.ea, deps());
-    last_ = b_.gemm_backward(name("logits"), "logits", x_.gemm, x_.storage, gemm_shape(T, Vt, d), deps());
-    last_ = tp_all_reduce("logits_grad_all_reduce", B);
+                      rows_cols(Tl, Vl), 5 * Tl * Vl, 3 * Tl * Vl * x_.ea, deps());
+    if (x_.one_d()) {
+      last_ = b_.gemm_backward(name("logits"), "logits", x_.gemm, x_.storage, logits_.forward_gemm, deps());
+      last_ = tp_all_reduce("logits_grad_all_reduce", B);
+    } else {
+      linear_backward(name(""), "logits", logits_);
+    }
     last_ = b_.memory(name("final_layernorm.bwd"), "final_layernorm.bwd", B, Kernel::layer_norm, x_.elementwise,
-                      rows_cols(T, d), 8 * T * d, 3 * T * d * x_.ea, deps());
+                      rows_cols(Tl, dl), 8 * Tl * dl, 3 * Tl * dl * x_.ea, deps());
   }
 
-  // Local shapes under 1-D tensor parallelism.
-  KernelShape qkv() const { return gemm_shape(x_.T, 3 * x_.d / x_.t, x_.d); }
-  KernelShape scores() const { return gemm_shape(x_.s, x_.s, x_.d / x_.h, x_.b * x_.h / x_.t); }
-  KernelShape context() const { return gemm_shape(x_.s, x_.d / x_.h, x_.s, x_.b * x_.h / x_.t); }
-  KernelShape proj() const { return gemm_shape(x_.T, x_.d, x_.d / x_.t); }
-  KernelShape ffn1() const { return gemm_shape(x_.T, x_.ff / x_.t, x_.d); }
-  KernelShape ffn2() const { return gemm_shape(x_.T, x_.d, x_.ff / x_.t); }
+  // A tensor-parallel collective of a linear (models/tensor_parallel.hpp). Under 1-D it keeps
+  // the label the all-reduces have always had ("tp_all_reduce", "tp_all_reduce.bwd").
+  long tp_collective(const std::string& p, const std::string& label, const TensorCollective& c,
+                     const std::string& sfx, Phase ph, const std::vector<long>& after) {
+    const std::string what = x_.one_d() ? "tp_all_reduce" : "tp_" + c.what;
+    const std::string lsfx = ph == Phase::backward && sfx.empty() ? ".bwd" : sfx;
+    return b_.collective(p + label + "." + c.what + lsfx, what + lsfx, ph, c.kind, CollectiveAlgorithm::ring, c.role,
+                         c.bytes, after);
+  }
+  // A linear's forward: its gathers, the local GEMM, its reductions, in a chain.
+  void linear_forward(const std::string& p, const std::string& label, const std::string& sfx, Phase ph,
+                      const TensorLinear& lin) {
+    for (const TensorCollective& c : lin.forward_before) last_ = tp_collective(p, label, c, sfx, ph, deps());
+    last_ = b_.gemm(p + label, label + sfx, ph, x_.gemm, x_.storage, lin.forward_gemm, deps());
+    for (const TensorCollective& c : lin.forward_after) last_ = tp_collective(p, label, c, sfx, ph, deps());
+  }
+  // A linear's backward: the data gradient (after its gathers), then the weight gradient (after
+  // its gathers); the reductions of dX and dA overlap what follows them, and the next op waits
+  // for them.
+  void linear_backward(const std::string& p, const std::string& label, const TensorLinear& lin) {
+    const Phase B = Phase::backward;
+    const auto [m, n, k] = lin.forward_gemm.dims;
+    const double batch = lin.forward_gemm.batch;
+    for (const TensorCollective& c : lin.dgrad_before) last_ = tp_collective(p, label, c, "", B, deps());
+    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, x_.gemm, x_.storage,
+                               gemm_shape(m, k, n, batch), deps());
+    last_ = dgrad;
+    for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
+    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, x_.gemm, x_.storage,
+                               gemm_shape(k, n, m, batch), {last_});
+    std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
+    for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
+    for (const TensorCollective& c : lin.wgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {wgrad}));
+    last_ = wgrad;
+    joins_.insert(joins_.end(), pending.begin(), pending.end());
+  }
+
+  // The attention core's local shapes: b / tok sequences, h / hs heads.
+  double local_heads() const { return x_.b / x_.tok * x_.h / x_.hs; }  // (sequence, head) pairs
+  KernelShape scores() const { return gemm_shape(x_.s, x_.s, x_.d / x_.h, local_heads()); }
+  KernelShape context() const { return gemm_shape(x_.s, x_.d / x_.h, x_.s, local_heads()); }
 
   // The attention core: what selective recomputation reruns.
   void attention_core(const std::string& p, Phase ph, const std::string& suffix) {
-    const double T = x_.T, s = x_.s, ht = x_.h / x_.t;
+    const double s = x_.s, rows = local_heads() * s;  // = T_local x heads_local
     last_ = b_.gemm(p + "attn_scores" + suffix, "attn_scores" + suffix, ph, x_.gemm, x_.storage, scores(), deps());
     last_ = b_.memory(p + "attn_softmax" + suffix, "attn_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
-                      rows_cols(T * ht, s), 5 * T * s * ht, 2 * T * s * ht * x_.ea, deps());
+                      rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.ea, deps());
     last_ = b_.gemm(p + "attn_context" + suffix, "attn_context" + suffix, ph, x_.gemm, x_.storage, context(), deps());
   }
 
@@ -202,32 +258,29 @@ class StageBuilder {
   void layer_forward(int l, Phase ph, bool recompute) {
     const std::string sfx = recompute ? ".recompute" : "";
     const std::string p = name(fmt::format("L{}.{}.", l, recompute ? "recompute" : "fwd"));
-    const double T = x_.T, d = x_.d, ea = x_.ea, fft = x_.ff / x_.t;
+    const double Tl = x_.Tl(), dl = x_.dl(), ea = x_.ea, ffl = x_.ff / x_.hs;
     const Precision ew = x_.elementwise;
     if (!recompute) zero3_gather(l, ph);
-    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(T, d),
-                      8 * T * d, 2 * T * d * ea, deps());
-    last_ = b_.gemm(p + "attn_qkv", "attn_qkv" + sfx, ph, x_.gemm, x_.storage, qkv(), deps());
+    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Tl, dl),
+                      8 * Tl * dl, 2 * Tl * dl * ea, deps());
+    linear_forward(p, "attn_qkv", sfx, ph, qkv_);
     attention_core(p, ph, sfx);
-    last_ = b_.gemm(p + "attn_proj", "attn_proj" + sfx, ph, x_.gemm, x_.storage, proj(), deps());
-    last_ = tp_all_reduce("tp_all_reduce" + sfx, ph);
-    last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(T * d),
-                      3 * T * d, 3 * T * d * ea, deps());
-    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(T, d),
-                      8 * T * d, 2 * T * d * ea, deps());
+    linear_forward(p, "attn_proj", sfx, ph, proj_);
+    last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Tl * dl),
+                      3 * Tl * dl, 3 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Tl, dl),
+                      8 * Tl * dl, 2 * Tl * dl * ea, deps());
     if (x_.E > 0) {
       moe_forward(p, ph, sfx);
     } else {
-      last_ = b_.gemm(p + "ffn1", "ffn1" + sfx, ph, x_.gemm, x_.storage, ffn1(), deps());
-      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(T * fft), 8 * T * fft,
-                        2 * T * fft * ea, deps());
-      last_ = b_.gemm(p + "ffn2", "ffn2" + sfx, ph, x_.gemm, x_.storage, ffn2(), deps());
-      last_ = tp_all_reduce("tp_all_reduce" + sfx, ph);
+      linear_forward(p, "ffn1", sfx, ph, ffn1_);
+      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
+                        2 * Tl * ffl * ea, deps());
+      linear_forward(p, "ffn2", sfx, ph, ffn2_);
     }
-    last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(T * d),
-                      3 * T * d, 3 * T * d * ea, deps());
+    last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Tl * dl),
+                      3 * Tl * dl, 3 * Tl * dl * ea, deps());
   }
-
   // The MoE layer's FFN (the vocabulary of models/moe_transformer.cpp): gate, top-k, permute,
   // all-to-all dispatch over "ep", the local experts on their capacity, all-to-all combine.
   KernelShape gate() const { return gemm_shape(x_.T, x_.E, x_.d); }
@@ -272,56 +325,43 @@ class StageBuilder {
     last_ = b_.gemm_backward(p + "gate", "gate", Precision::fp32, Precision::fp32, gate(), deps());
   }
 
-  // A GEMM's backward whose data gradient is followed by a tensor-parallel all-reduce that
-  // overlaps the weight gradient.
-  void gemm_backward_with_all_reduce(const std::string& p, const std::string& label, KernelShape fwd) {
-    const auto [m, n, k] = fwd.dims;
-    const Phase B = Phase::backward;
-    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, x_.gemm, x_.storage,
-                               gemm_shape(m, k, n, fwd.batch), deps());
-    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, x_.gemm, x_.storage,
-                               gemm_shape(k, n, m, fwd.batch), dgrad);
-    const long ar = tp_all_reduce("tp_all_reduce.bwd", B, dgrad);
-    last_ = wgrad;
-    if (ar != dgrad) join_ = ar;  // the next op waits for the all-reduced input gradient too
-  }
-
   void layer_backward(int l) {
     const std::string p = name(fmt::format("L{}.bwd.", l));
-    const double T = x_.T, d = x_.d, s = x_.s, ea = x_.ea, ht = x_.h / x_.t, fft = x_.ff / x_.t;
+    const double Tl = x_.Tl(), dl = x_.dl(), s = x_.s, ea = x_.ea, ffl = x_.ff / x_.hs, rows = local_heads() * s;
     const Phase B = Phase::backward;
     const Precision ew = x_.elementwise;
     zero3_gather(l, B);
-    last_ = b_.memory(p + "ffn_residual", "ffn_residual.bwd", B, Kernel::residual_add, ew, elements(T * d), 3 * T * d,
-                      6 * T * d * ea, deps());
+    last_ = b_.memory(p + "ffn_residual", "ffn_residual.bwd", B, Kernel::residual_add, ew, elements(Tl * dl),
+                      3 * Tl * dl, 6 * Tl * dl * ea, deps());
     if (x_.E > 0) {
       moe_backward(p);
     } else {
-      last_ = b_.gemm_backward(p + "ffn2", "ffn2", x_.gemm, x_.storage, ffn2(), deps());
-      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu.bwd", B, Kernel::gelu, x_.storage, elements(T * fft), 8 * T * fft,
-                        3 * T * fft * ea, deps());
-      gemm_backward_with_all_reduce(p, "ffn1", ffn1());
+      linear_backward(p, "ffn2", ffn2_);
+      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu.bwd", B, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
+                        3 * Tl * ffl * ea, deps());
+      linear_backward(p, "ffn1", ffn1_);
     }
-    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(T, d), 8 * T * d,
-                      3 * T * d * ea, deps());
-    last_ = b_.memory(p + "attn_residual", "attn_residual.bwd", B, Kernel::residual_add, ew, elements(T * d), 3 * T * d,
-                      6 * T * d * ea, deps());
-    last_ = b_.gemm_backward(p + "attn_proj", "attn_proj", x_.gemm, x_.storage, proj(), deps());
+    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Tl, dl),
+                      8 * Tl * dl, 3 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "attn_residual", "attn_residual.bwd", B, Kernel::residual_add, ew, elements(Tl * dl),
+                      3 * Tl * dl, 6 * Tl * dl * ea, deps());
+    linear_backward(p, "attn_proj", proj_);
     if (plan_.recompute == Recompute::selective) attention_core(p, B, ".recompute");
     last_ = b_.gemm_backward(p + "attn_context", "attn_context", x_.gemm, x_.storage, context(), deps());
-    last_ = b_.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, rows_cols(T * ht, s),
-                      5 * T * s * ht, 3 * T * s * ht * ea, deps());
+    last_ = b_.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, rows_cols(rows, s), 5 * rows * s,
+                      3 * rows * s * ea, deps());
     last_ = b_.gemm_backward(p + "attn_scores", "attn_scores", x_.gemm, x_.storage, scores(), deps());
-    gemm_backward_with_all_reduce(p, "attn_qkv", qkv());
-    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(T, d), 8 * T * d,
-                      3 * T * d * ea, deps());
+    linear_backward(p, "attn_qkv", qkv_);
+    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Tl, dl),
+                      8 * Tl * dl, 3 * Tl * dl * ea, deps());
   }
-
   GraphBuilder b_;
   const Dims& x_;
   const ParallelPlan& plan_;
   int stage_, lpc_, vt_;
-  long last_ = -1, join_ = -1;
+  long last_ = -1;
+  std::vector<long> joins_;  // collectives the next op waits for besides last_
+  TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_;
   std::vector<long> sends_;
   std::string mb_;
 };
@@ -336,16 +376,14 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     bad(fmt::format("expert_parallel ({}) must divide the experts ({}) and data_parallel ({})", plan.expert,
                     m.experts_per_layer, plan.data));
   if (m.dense() && plan.expert != 1) bad("a dense model has no experts: expert_parallel must be 1");
-  if (plan.tensor_mode != TensorMode::one_d && plan.tensor > 1) bad("only 1-D tensor parallelism is built so far");
   if (plan.offload_optimizer) bad("optimizer offload is not simulated yet");
   if (t.precision == PrecisionPolicy::mixed)
     bad("precision \"mixed\" is BaGuaLu's layer-wise policy for MoDa layouts; use \"fp16\" or \"fp32\"");
   const int vt = plan.pipeline * plan.virtual_stages;
   if (m.layers % vt != 0)
     bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({})", m.layers, vt));
-  if (m.heads % plan.tensor != 0 || m.d_ff % plan.tensor != 0 || (m.vocab > 0 && m.vocab % plan.tensor != 0))
-    bad(fmt::format("heads ({}), d_ff ({}) and vocab ({}) must be multiples of the tensor-parallel size ({})", m.heads,
-                    m.d_ff, m.vocab, plan.tensor));
+  const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
+  if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
   if (plan.global_batch % (plan.micro_batch * plan.data) != 0)
     bad(fmt::format("global_batch ({}) must be a multiple of micro_batch x data_parallel ({} x {})", plan.global_batch,
                     plan.micro_batch, plan.data));
@@ -361,6 +399,11 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   x.ff = m.d_ff;
   x.V = m.vocab;
   x.t = plan.tensor;
+  x.tl = layout;
+  x.tok = layout.token_split();
+  x.fs = layout.feature_split();
+  x.hs = layout.mode == TensorMode::one_d ? layout.size : layout.q;
+  x.pf = layout.parameter_fraction();
   if (!m.dense()) {
     x.E = m.experts_per_layer;
     x.k = m.top_k;
@@ -387,16 +430,17 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
     // stages' device, the (tied) embedding's share.
     const double layers_here = double(plan.virtual_stages) * lpc;
-    double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) / x.t;
+    double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
     const double experts = m.dense() ? 0 : layers_here * x.local_experts() * ffn_params;
-    if (stage == 0) dense += (x.V / x.t + x.s) * x.d;
-    if (stage == plan.pipeline - 1 && x.V > 0 && plan.pipeline > 1) dense += x.V / x.t * x.d;
+    if (stage == 0) dense += x.V * x.d * x.pf + x.s * x.d;
+    if (stage == plan.pipeline - 1 && x.V > 0 && plan.pipeline > 1) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);
     const double ranks_per_stage = double(plan.tensor) * plan.data;
     out.executed_flops += sb.executed_flops() * ranks_per_stage;
     out.model_flops += sb.model_flops() * ranks_per_stage;
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
+  out.memory = worst_stage_memory(m, t, plan);
   return out;
 }
 

@@ -14,6 +14,12 @@
 // gradients. The first virtual stage adds the embedding lookup, the last the final layer norm,
 // the logits GEMM (T x V/t x d) and the cross-entropy.
 //
+// Under 2-D, 2.5-D and 3-D tensor parallelism (models/tensor_parallel.hpp) each linear runs
+// its mode's gathers, local GEMM and reductions over "tp_row"/"tp_col"(/"tp_depth") or
+// "tp_x"/"tp_y"/"tp_z"; the backward's reductions of dX and dA overlap the ops after them; the
+// attention core runs b / (token split) sequences x h / q heads; layer norms, GELU, residuals
+// and the cross-entropy act on the local activation shard; the pipeline sends each rank's shard
+// (no all-gather); 2.5-D adds a once-per-step all-reduce of the dense gradients over "tp_depth".
 // Recomputation: full reruns each layer's forward (with its all-reduces) before its backward;
 // selective reruns the attention core (scores, softmax, context).
 // Pipeline messages use Megatron's scatter/gather: each tensor-parallel rank sends 1/t of the
@@ -22,6 +28,7 @@
 // the Adam update of the shard and an all-gather of the parameters (ZeRO 1 and 2); ZeRO 3
 // also all-gathers each layer's parameters before its forward and its backward.
 #pragma once
+#include "models/memory_model.hpp"
 #include "models/moe_spec.hpp"
 #include "models/parallel_plan.hpp"
 #include "models/plan_placement.hpp"
@@ -36,10 +43,14 @@ struct TransformerWorkload {
   double model_flops = 0;     // all ranks: forward, backward and recomputed GEMMs (Megatron's Eq. 3)
   double tokens_per_step = 0;
   double parameters = 0;      // the whole model (Megatron's Eq. 2)
+  // Per-device memory of the stage with the largest total (models/memory_model.hpp); compare
+  // with the device's memory by memory_shortfall().
+  DeviceMemory memory;
 };
 
 // Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
-// stages, heads or d_ff not divisible by the tensor size, a batch that does not split).
+// stages, heads or d_ff not divisible by the tensor split, a tensor size that is not a square or
+// cube for its mode, a micro-batch the token split does not divide, a batch that does not split).
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
                                                const ParallelPlan& plan);
 

@@ -1,0 +1,218 @@
+#include "models/memory_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "models/pipeline_schedule.hpp"
+#include "models/tensor_parallel.hpp"
+
+namespace exasim {
+
+namespace {
+
+bool half_precision(PrecisionPolicy p) { return p != PrecisionPolicy::fp32; }
+
+// Bytes per parameter of (parameters, gradients, optimizer state) before ZeRO partitioning.
+struct StateBytes {
+  double parameter, gradient, optimizer;
+};
+StateBytes state_bytes(PrecisionPolicy p) {
+  // ZeRO §3: fp16 parameters and gradients, K = 12 (fp32 master copy, momentum, variance);
+  // fp32: parameters and gradients in fp32 and Adam's two fp32 moments.
+  if (half_precision(p)) return {2, 2, 12};
+  return {4, 4, 8};
+}
+
+struct Partitioned {
+  double parameters_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0;
+};
+Partitioned partition(double psi, int N, int zero_stage, StateBytes b) {
+  Partitioned out;
+  out.parameters_bytes = b.parameter * psi / (zero_stage >= 3 ? N : 1);
+  out.gradients_bytes = b.gradient * psi / (zero_stage >= 2 ? N : 1);
+  out.optimizer_bytes = b.optimizer * psi / (zero_stage >= 1 ? N : 1);
+  return out;
+}
+
+struct Sizes {
+  double b, s, h, a, ff, V, e;
+  double rows_ff;  // MoE: the GELU runs on cf k of the tokens
+};
+Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
+  Sizes z;
+  z.b = p.micro_batch;
+  z.s = t.seq_len;
+  z.h = m.d_model;
+  z.a = m.heads;
+  z.ff = m.d_ff;
+  z.V = m.vocab;
+  z.e = half_precision(t.precision) ? 2 : 4;
+  z.rows_ff = m.dense() ? 1.0 : m.capacity_factor * m.top_k;
+  return z;
+}
+
+// Korthikanti's inventory split into the part 1-D tensor parallelism keeps whole and the part
+// it splits; `scores` is the as^2 b part (dropped by selective recomputation).
+struct LayerActivations {
+  double whole = 0, split = 0, scores = 0;
+};
+LayerActivations inventory(const Sizes& z) {
+  const double sbh = z.s * z.b * z.h, mask = 1;  // dropout masks: 1 byte per element
+  LayerActivations x;
+  x.whole = 2 * z.e * sbh      // two layer norms' inputs
+            + z.e * sbh        // QKV input
+            + z.e * sbh        // FFN1 input
+            + 2 * mask * sbh;  // attention-output and MLP-output dropout masks
+  x.split = 2 * z.e * sbh      // Q, K
+            + z.e * sbh        // V
+            + z.e * sbh        // projection input
+            + 2 * z.e * z.s * z.b * z.ff * z.rows_ff;  // GELU input and output
+  x.scores = (2 * z.e + mask) * z.a * z.s * z.s * z.b;  // softmax output, its dropout mask, dropout output
+  return x;
+}
+
+// Stored bytes of one layer and micro-batch by recompute mode, and the working set.
+struct LayerMemory {
+  double stored = 0, working = 0;
+};
+LayerMemory layer_memory(const Sizes& z, const ParallelPlan& p, const TensorLayout& l) {
+  const LayerActivations x = inventory(z);
+  const bool one_d = l.mode == TensorMode::one_d;
+  const double f = l.activation_fraction();  // 1 under 1-D
+  const double t = one_d ? l.size : 1;
+  const double all = one_d ? x.whole + (x.split + x.scores) / t : (x.whole + x.split + x.scores) * f;
+  const double scores = one_d ? x.scores / t : x.scores * f;
+  LayerMemory m;
+  switch (p.recompute) {
+    case Recompute::none: m.stored = all; break;
+    case Recompute::selective:
+      m.stored = all - scores;
+      m.working = scores;
+      break;
+    case Recompute::full:
+      m.stored = z.e * z.s * z.b * z.h * f;  // the layer input
+      m.working = all;
+      break;
+  }
+  return m;
+}
+
+// Parameters on the device of `stage`: dense, experts, and one layer's dense share.
+struct DeviceParameters {
+  double dense = 0, experts = 0, dense_per_layer = 0;
+};
+DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
+                                            const TensorLayout& l, int stage) {
+  const double h = m.d_model, ff = m.d_ff, V = m.vocab, s = t.seq_len;
+  // Megatron-LM's count per layer: attention 4h^2 + 4h, layer norms 4h; MLP 2 h d_ff + d_ff + h;
+  // an MoE layer has E such experts and a gate h E (as models/transformer.cpp).
+  const double attn = 4 * h * h + 8 * h, ffn = 2 * h * ff + ff + h;
+  const int vt = p.pipeline * p.virtual_stages;
+  const double layers_here = double(m.layers) / vt * p.virtual_stages;
+  const double frac = l.parameter_fraction();
+  const double per_layer = (m.dense() ? attn + ffn : attn + h * m.experts_per_layer) * frac;
+  double dense = layers_here * per_layer;
+  const double experts = m.dense() ? 0 : layers_here * double(m.experts_per_layer) / p.expert * ffn;
+  // The word embedding (split like a weight) and the position embedding on the first stage;
+  // the last stage holds the tied word embedding's copy for the logits.
+  if (stage == 0) dense += V * h * frac + s * h;
+  if (stage == p.pipeline - 1 && p.pipeline > 1) dense += V * h * frac;
+  return {dense, experts, per_layer};
+}
+
+}  // namespace
+
+double zero_model_state_bytes(double parameters, int N, int stage, double K) {
+  if (stage < 0 || stage > 3) throw std::invalid_argument(fmt::format("ZeRO stage must be 0..3, got {}", stage));
+  if (N < 1) throw std::invalid_argument("ZeRO: the data-parallel size must be at least 1");
+  const Partitioned x = partition(parameters, N, stage, {2, 2, K});
+  return x.parameters_bytes + x.gradients_bytes + x.optimizer_bytes;
+}
+
+double in_flight_micro_batches(const ParallelPlan& p, int stage) {
+  const int v = p.schedule == PipelineSchedule::interleaved ? p.virtual_stages : 1;
+  int live = 0, peak = 0;
+  for (const PipelineItem& it : pipeline_order(p.schedule, p.pipeline, p.micro_batches(), v, stage)) {
+    live += it.forward ? 1 : -1;
+    peak = std::max(peak, live);
+  }
+  return double(peak) / v;
+}
+
+double layer_activation_bytes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
+  return layer_memory(sizes(m, t, p), p, tensor_layout(p)).stored;
+}
+
+DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p, int stage) {
+  if (stage < 0 || stage >= p.pipeline)
+    throw std::invalid_argument(fmt::format("memory: stage {} outside 0..{}", stage, p.pipeline - 1));
+  const TensorLayout l = tensor_layout(p);
+  const Sizes z = sizes(m, t, p);
+  DeviceMemory out;
+  out.stage = stage;
+
+  // Model states.
+  const DeviceParameters dp = device_parameters(m, t, p, l, stage);
+  const double dense = dp.dense, experts = dp.experts;
+  out.parameters = dense + experts;
+  const int zero = std::max(p.zero_stage, p.paro ? 1 : 0);
+  const StateBytes sb = state_bytes(t.precision);
+  const Partitioned d = partition(dense, p.data, zero, sb);
+  const Partitioned x = partition(experts, std::max(1, p.data / p.expert), zero, sb);
+  out.parameters_bytes = d.parameters_bytes + x.parameters_bytes;
+  out.gradients_bytes = d.gradients_bytes + x.gradients_bytes;
+  (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) = d.optimizer_bytes + x.optimizer_bytes;
+
+  // Activations.
+  out.in_flight_micro_batches = in_flight_micro_batches(p, stage);
+  const double layers_here = double(m.layers) / p.pipeline;
+  const LayerMemory lm = layer_memory(z, p, l);
+  out.activations_bytes = lm.stored * layers_here * out.in_flight_micro_batches + lm.working;
+
+  // Embedding output and logits.
+  const bool one_d = l.mode == TensorMode::one_d;
+  const double act_frac = one_d ? 1.0 : l.activation_fraction();
+  const double vocab_frac = one_d ? 1.0 / l.size : l.activation_fraction();
+  if (stage == 0) out.embedding_logits_bytes += out.in_flight_micro_batches * (z.e + 1) * z.s * z.b * z.h * act_frac;
+  if (stage == p.pipeline - 1) out.embedding_logits_bytes += out.in_flight_micro_batches * 4 * z.s * z.b * z.V * vocab_frac;
+
+  // Communication buffers: the largest single collective's.
+  const double T = z.s * z.b;
+  double comm = 0;
+  auto largest = [&](double din, double dout, Linear1D k) {
+    for (const TensorCollective& c : tensor_linear(l, T, din, dout, z.e, k).all()) comm = std::max(comm, c.bytes);
+  };
+  if (p.tensor > 1) {
+    largest(z.h, 3 * z.h, Linear1D::column);  // QKV
+    largest(z.h, z.h, Linear1D::row);         // projection
+    largest(z.h, z.ff, Linear1D::column);     // FFN1
+    largest(z.ff, z.h, Linear1D::row);        // FFN2
+    if (z.V > 0 && (stage == p.pipeline - 1)) largest(z.h, z.V, Linear1D::column);  // logits
+  }
+  if (p.pipeline > 1) comm = std::max(comm, T * z.h * z.e * act_frac);  // received activations (gathered under 1-D)
+  if (zero >= 3 && p.data > 1) comm = std::max(comm, dp.dense_per_layer * sb.parameter);  // one layer's gathered parameters
+  out.communication_buffers_bytes = comm;
+
+  out.total_bytes = out.parameters_bytes + out.gradients_bytes + out.optimizer_state_bytes + out.activations_bytes +
+                    out.embedding_logits_bytes + out.communication_buffers_bytes;
+  return out;
+}
+
+DeviceMemory worst_stage_memory(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
+  DeviceMemory worst = device_memory(m, t, p, 0);
+  for (int s = 1; s < p.pipeline; ++s) {
+    DeviceMemory d = device_memory(m, t, p, s);
+    if (d.total_bytes > worst.total_bytes) worst = d;
+  }
+  return worst;
+}
+
+std::optional<std::string> memory_shortfall(const DeviceMemory& m, double device_memory_bytes,
+                                            const std::string& device_word) {
+  if (m.total_bytes <= device_memory_bytes) return std::nullopt;
+  return fmt::format("needs {:.1f} GB per {}, has {:.1f} GB", m.total_bytes / 1e9, device_word, device_memory_bytes / 1e9);
+}
+
+}  // namespace exasim

@@ -1,0 +1,99 @@
+// Per-device (per-GPU) memory of a dense or MoE transformer under a general parallel plan:
+// model states (parameters, gradients, optimizer state) by ZeRO stage, activations by
+// recomputation mode and pipeline schedule, the embedding and logits buffers, and the
+// communication buffers. Bytes throughout; GB in messages are 1e9 bytes (not GiB).
+//
+// Model states (Rajbhandari et al., "ZeRO", SC20, §3 and Fig. 1), Ψ = the parameters this device
+// holds after tensor and pipeline splitting, N = the data-parallel replicas sharing them:
+//   mixed precision (fp16) Adam, K = 12 (fp32 master weights, momentum, variance):
+//     stage 0: 2Ψ + 2Ψ + KΨ;  1: 2Ψ + 2Ψ + KΨ/N;  2: 2Ψ + (2 + K)Ψ/N;  3: (2 + 2 + K)Ψ/N;
+//   fp32 training: 4Ψ parameters, 4Ψ gradients, 8Ψ Adam moments (K = 8, no master copy),
+//     partitioned by the same stages.
+//   BaGuaLu's "mixed" policy counts as fp16 mixed-precision Adam; ParO counts as ZeRO stage 1
+//   (BaGuaLu §4: a ZeRO-1-like sharded optimizer). Experts' states are sharded over the
+//   replicas of the same experts (data / expert), the dense parameters over data.
+//   offload_optimizer moves the optimizer state to host memory (host_optimizer_state_bytes).
+//   2.5-D tensor parallelism replicates the weights on its d layers (parameter memory 1/q^2).
+//
+// Activations (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+// Models", 2022, §4.1, Table 2), per layer and micro-batch of b sequences of s tokens, hidden h,
+// a heads, element size e (2 bytes in fp16; dropout masks 1 byte):
+//   attention: QKV input e sbh, Q and K 2e sbh, softmax output e as^2b, its dropout mask as^2b,
+//              the dropout output e as^2b, V e sbh, projection input e sbh, dropout mask sbh;
+//   MLP:       FFN1 input e sbh, GELU input and output 2e sb d_ff, dropout mask sbh;
+//   two layer norms' inputs 2e sbh.
+//   With e = 2 and d_ff = 4h this is Korthikanti's sbh(34 + 5as/h); fp32 (e = 4) follows the
+//   same inventory. An MoE layer's GELU terms run on cf k sb rows (GShard capacity).
+//   1-D tensor parallelism (t, no sequence parallelism): the layer norms' inputs, the QKV and
+//   FFN1 inputs and the two sbh dropout masks stay whole (10 sbh in fp16), the rest is split by
+//   t: sbh(10 + 24/t + 5as/(ht)) — Korthikanti's Eq. for tensor parallelism.
+//   2-D, 2.5-D, 3-D: everything is split by the table's activation factor 1/q^2, 1/(d q^2),
+//   1/q^3 (reference/models.md; Bian et al.).
+//   selective recomputation drops the as^2 b terms (Korthikanti: sbh(10 + 24/t) with 1-D);
+//   full recomputation keeps only the layer input, e sbh (Korthikanti's 2sbh), split like the
+//   other activations (whole under 1-D without sequence parallelism).
+//   Working set: the layer being recomputed needs its activations again before its backward:
+//   under full recomputation one layer's un-recomputed activations of one micro-batch, under
+//   selective its attention core's (the as^2 b terms); counted once.
+// In-flight micro-batches (how many micro-batches' activations a stage holds at its peak):
+//   counted on the schedule this project runs (models/pipeline_schedule.hpp): the peak of
+//   forwards done minus backwards done, in model chunks, divided by the chunks per device v.
+//   GPipe: m; 1F1B: min(p - stage, m) (the first stage p); interleaved: stage 0 holds
+//   min(2(p-1) + (v-1)p + 1, m v) chunks = p (1 + (p-1)/(p v)) stage-equivalents
+//   (Korthikanti §4.2.3, after Narayanan et al. SC21).
+// Embedding and logits (Korthikanti §4.3): the first stage keeps each in-flight micro-batch's
+//   embedding output and its dropout mask, (e + 1) sbh; the last stage keeps the fp32 logits of
+//   its in-flight micro-batches for the cross-entropy, 4 sbV (split by t under 1-D, by the
+//   activation factor otherwise).
+// Communication buffers: the largest single collective's buffer a device holds besides the
+//   tensors it reads: the tensor-parallel collectives of one layer's linears (all-reduce
+//   buffer, or the gathered panel under 2-D/2.5-D/3-D), the pipeline receive buffer, and under
+//   ZeRO 3 one layer's gathered parameters. Gradient reductions run in place on the gradient
+//   buffer (Megatron's contiguous buffer, ZeRO's buckets), so they add nothing here; NCCL's own
+//   internal buffers are not counted.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "models/moe_spec.hpp"
+#include "models/parallel_plan.hpp"
+
+namespace exasim {
+
+struct DeviceMemory {
+  int stage = 0;
+  double parameters = 0;               // Ψ: parameters held by this device (after TP and PP splitting)
+  double in_flight_micro_batches = 0;  // stage-equivalents of activations held at the peak
+  double parameters_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_state_bytes = 0;       // on the device (0 when offloaded)
+  double host_optimizer_state_bytes = 0;  // offload_optimizer: in host memory, not in total_bytes
+  double activations_bytes = 0;           // the layers' activations, incl. the recompute working set
+  double embedding_logits_bytes = 0;
+  double communication_buffers_bytes = 0;
+  double total_bytes = 0;  // device memory: all of the above but the host's
+};
+
+// Model-state bytes per device under ZeRO (mixed-precision Adam): stage 0: (4 + K)Ψ; 1: 4Ψ + KΨ/N;
+// 2: 2Ψ + (2 + K)Ψ/N; 3: (4 + K)Ψ/N. Throws std::invalid_argument for a stage outside 0..3 or N < 1.
+double zero_model_state_bytes(double parameters, int data_parallel, int stage, double K = 12);
+
+// Stage-equivalent micro-batches whose activations stage `stage` holds at its peak (see above).
+double in_flight_micro_batches(const ParallelPlan& plan, int stage);
+
+// Bytes of one layer's stored activations for one micro-batch (without the working set).
+double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
+
+// Throws std::invalid_argument when the plan cannot be laid out (see tensor_layout), its schedule
+// cannot run (see pipeline_order) or the stage is out of range.
+DeviceMemory device_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan, int stage);
+
+// The largest-total stage.
+DeviceMemory worst_stage_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
+
+// "needs 97.3 GB per GPU, has 80.0 GB" (GB = 1e9 bytes) when m.total_bytes exceeds the device's
+// memory; nothing when it fits.
+std::optional<std::string> memory_shortfall(const DeviceMemory& m, double device_memory_bytes,
+                                            const std::string& device_word);
+
+}  // namespace exasim

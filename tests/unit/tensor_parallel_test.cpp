@@ -1,0 +1,183 @@
+// Tensor parallelism in 1, 2, 2.5 and 3 dimensions (models/tensor_parallel.hpp): group roles,
+// layouts, and one linear layer's collectives against the scheme table of reference/models.md
+// (Bian et al., arXiv 2105.14450). No simulation here.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <stdexcept>
+
+#include "models/plan_placement.hpp"
+#include "models/tensor_parallel.hpp"
+#include "sim/collectives.hpp"
+
+using namespace exasim;
+
+namespace {
+
+ParallelPlan tp_plan(TensorMode m, int tensor, int depth = 1) {
+  ParallelPlan p;
+  p.tensor = tensor;
+  p.tensor_mode = m;
+  p.tensor_depth = depth;
+  return p;
+}
+
+struct AlphaBeta {
+  double bytes = 0;  // per device: the beta term with beta = 1 B/s
+  double steps = 0;  // the alpha term with alpha = 1 s
+};
+// Sums the ring alpha-beta costs of a linear's collectives (forward and backward).
+AlphaBeta cost(const TensorLinear& lin) {
+  AlphaBeta ab;
+  for (const TensorCollective& c : lin.all()) {
+    const CollectiveSchedule s(c.kind, CollectiveAlgorithm::ring, c.members, c.bytes);
+    ab.bytes += s.alpha_beta_time_s(0, 1);
+    ab.steps += s.alpha_beta_time_s(1, 1e300);
+  }
+  return ab;
+}
+
+}  // namespace
+
+TEST_CASE("tensor layouts: grid sides, splits and the table's memory and computation fractions") {
+  const TensorLayout one = tensor_layout(tp_plan(TensorMode::one_d, 8));
+  CHECK(one.q == 8);
+  CHECK(one.activation_fraction() == 1.0);
+  CHECK(one.parameter_fraction() == doctest::Approx(1.0 / 8));
+  const TensorLayout two = tensor_layout(tp_plan(TensorMode::two_d, 9));
+  CHECK(two.q == 3);
+  CHECK(two.activation_fraction() == doctest::Approx(1.0 / 9));
+  CHECK(two.parameter_fraction() == doctest::Approx(1.0 / 9));
+  const TensorLayout half = tensor_layout(tp_plan(TensorMode::two_half_d, 18, 2));
+  CHECK(half.q == 3);
+  CHECK(half.activation_fraction() == doctest::Approx(1.0 / 18));  // 1/(d q^2)
+  CHECK(half.parameter_fraction() == doctest::Approx(1.0 / 9));    // 1/q^2
+  CHECK(half.computation_fraction() == doctest::Approx(1.0 / 18));
+  const TensorLayout three = tensor_layout(tp_plan(TensorMode::three_d, 27));
+  CHECK(three.q == 3);
+  CHECK(three.activation_fraction() == doctest::Approx(1.0 / 27));
+  CHECK(three.parameter_fraction() == doctest::Approx(1.0 / 27));
+  CHECK_THROWS_AS(tensor_layout(tp_plan(TensorMode::two_d, 8)), std::invalid_argument);
+  CHECK_THROWS_AS(tensor_layout(tp_plan(TensorMode::two_half_d, 12, 2)), std::invalid_argument);
+  CHECK_THROWS_AS(tensor_layout(tp_plan(TensorMode::three_d, 9)), std::invalid_argument);
+}
+
+TEST_CASE("one linear's collectives reproduce the table's bandwidth and latency terms") {
+  // X, A and Y all M elements of 1 byte: T = d_in = d_out = 216 (divisible by every split below).
+  const double n = 216, M = n * n;
+  SUBCASE("1-D: one all-reduce per linear, 2(P-1)/P x M and 2(P-1) steps") {
+    for (int P : {2, 4, 8}) {
+      const TensorLayout l = tensor_layout(tp_plan(TensorMode::one_d, P));
+      for (Linear1D kind : {Linear1D::column, Linear1D::row}) {
+        const AlphaBeta ab = cost(tensor_linear(l, n, n, n, 1, kind));
+        CHECK(ab.bytes / M == doctest::Approx(2.0 * (P - 1) / P));
+        CHECK(ab.steps == 2 * (P - 1));
+      }
+    }
+  }
+  SUBCASE("2-D: 6(q-1)/q in panels of M/q, 6(q-1) steps") {
+    for (int q : {2, 3, 6}) {
+      const AlphaBeta ab = cost(tensor_linear(tensor_layout(tp_plan(TensorMode::two_d, q * q)), n, n, n, 1));
+      CHECK(ab.bytes / (M / q) == doctest::Approx(6.0 * (q - 1) / q));
+      CHECK(ab.bytes / M == doctest::Approx(6.0 * (q - 1) / (q * q)));  // = 6(sqrt(P)-1)/P
+      CHECK(ab.steps == 6 * (q - 1));
+    }
+  }
+  SUBCASE("2.5-D: 3(q-1)(d+1)/(d q) in panels of M/q, 6(q-1) steps") {
+    for (auto [q, d] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{3, 1}}) {
+      const AlphaBeta ab =
+          cost(tensor_linear(tensor_layout(tp_plan(TensorMode::two_half_d, d * q * q, d)), n, n, n, 1));
+      CHECK(ab.bytes / (M / q) == doctest::Approx(3.0 * (q - 1) * (d + 1) / (d * q)));
+      CHECK(ab.steps == 6 * (q - 1));
+    }
+  }
+  SUBCASE("3-D: 6(q-1)/q^3 x M, 6(q-1) steps") {
+    for (int q : {2, 3, 6}) {
+      const AlphaBeta ab = cost(tensor_linear(tensor_layout(tp_plan(TensorMode::three_d, q * q * q)), n, n, n, 1));
+      CHECK(ab.bytes / M == doctest::Approx(6.0 * (q - 1) / (q * q * q)));
+      CHECK(ab.steps == 6 * (q - 1));
+    }
+  }
+}
+
+TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs; collectives by hand") {
+  const double T = 64, din = 32, dout = 48;
+  auto flops = [](const KernelShape& s) { return 2.0 * s.dims[0] * s.dims[1] * s.dims[2] * s.batch; };
+  const double full = 2 * T * din * dout;
+  SUBCASE("2-D, q = 2") {
+    const TensorLinear lin = tensor_linear(tensor_layout(tp_plan(TensorMode::two_d, 4)), T, din, dout, 2);
+    CHECK(lin.forward_gemm == KernelShape{{32, 24, 32}, 1});  // T/q x d_out/q x d_in
+    CHECK(flops(lin.forward_gemm) == doctest::Approx(full / 4));
+    REQUIRE(lin.forward_before.size() == 2);
+    CHECK(lin.forward_before[0].role == "tp_row");
+    CHECK(lin.forward_before[0].bytes == T / 2 * din * 2);  // X's row panel, fp16
+    CHECK(lin.forward_before[1].role == "tp_col");
+    CHECK(lin.forward_before[1].bytes == din * dout / 2 * 2);  // A's column panel
+    CHECK(lin.all().size() == 6);
+  }
+  SUBCASE("2.5-D, q = 2, d = 2") {
+    const TensorLinear lin = tensor_linear(tensor_layout(tp_plan(TensorMode::two_half_d, 8, 2)), T, din, dout, 2);
+    CHECK(lin.forward_gemm == KernelShape{{16, 24, 32}, 1});
+    CHECK(flops(lin.forward_gemm) == doctest::Approx(full / 8));
+    CHECK(lin.forward_before[0].bytes == T / 4 * din * 2);
+    CHECK(lin.forward_before[1].bytes == din * dout / 2 * 2);
+  }
+  SUBCASE("3-D, q = 2") {
+    const TensorLinear lin = tensor_linear(tensor_layout(tp_plan(TensorMode::three_d, 8)), T, din, dout, 2);
+    CHECK(lin.forward_gemm == KernelShape{{32, 24, 16}, 1});
+    CHECK(flops(lin.forward_gemm) == doctest::Approx(full / 8));
+    REQUIRE(lin.forward_after.size() == 1);
+    CHECK(lin.forward_after[0].kind == CollectiveKind::reduce_scatter);
+    CHECK(lin.forward_after[0].role == "tp_z");
+    CHECK(lin.forward_after[0].bytes == T / 2 * dout / 2 * 2);
+    std::set<std::string> roles;
+    for (auto& c : lin.all()) roles.insert(c.role);
+    CHECK(roles == std::set<std::string>{"tp_x", "tp_y", "tp_z"});
+  }
+  SUBCASE("1-D column and row") {
+    const TensorLayout l = tensor_layout(tp_plan(TensorMode::one_d, 4));
+    CHECK(tensor_linear(l, T, din, dout, 2, Linear1D::column).forward_gemm == KernelShape{{64, 12, 32}, 1});
+    CHECK(tensor_linear(l, T, din, dout, 2, Linear1D::row).forward_gemm == KernelShape{{64, 48, 8}, 1});
+  }
+}
+
+TEST_CASE("placement builds every tensor role; each tensor group is covered once per role") {
+  struct Case {
+    TensorMode mode;
+    int tensor, depth;
+  };
+  for (const Case c : {Case{TensorMode::two_d, 4, 1}, Case{TensorMode::two_half_d, 8, 2}, Case{TensorMode::three_d, 8, 1}}) {
+    ParallelPlan p = tp_plan(c.mode, c.tensor, c.depth);
+    p.data = 2;
+    p.pipeline = 2;
+    Workload w;
+    place_plan(p, w);
+    const TensorLayout l = tensor_layout(p);
+    for (const std::string& role : tensor_group_roles(c.mode)) {
+      const GroupTable& g = w.groups.at(role);
+      CHECK(g.members.size() == size_t(p.devices() / l.q));
+      for (auto& m : g.members) {
+        CHECK(m.size() == size_t(l.q));
+        for (int r : m) CHECK(r >= 0);
+      }
+      for (int r = 0; r < p.devices(); ++r) CHECK(g.group_of_rank[r] >= 0);
+    }
+  }
+  // 2-D q = 2, tensor innermost: rows are adjacent, columns strided by q.
+  Workload w;
+  place_plan(tp_plan(TensorMode::two_d, 4), w);
+  CHECK(w.groups.at("tp_row").members == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
+  CHECK(w.groups.at("tp_col").members == std::vector<std::vector<int>>{{0, 2}, {1, 3}});
+  // 2.5-D q = 2, d = 2: depth groups stride by q^2.
+  Workload w2;
+  place_plan(tp_plan(TensorMode::two_half_d, 8, 2), w2);
+  CHECK(w2.groups.at("tp_depth").members == std::vector<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(w2.groups.at("tp_row").members[1] == std::vector<int>{2, 3});
+  CHECK(w2.groups.at("tp_row").members[2] == std::vector<int>{4, 5});
+  // 3-D q = 2: x adjacent, y stride 2, z stride 4.
+  Workload w3;
+  place_plan(tp_plan(TensorMode::three_d, 8), w3);
+  CHECK(w3.groups.at("tp_x").members[0] == std::vector<int>{0, 1});
+  CHECK(w3.groups.at("tp_y").members[0] == std::vector<int>{0, 2});
+  CHECK(w3.groups.at("tp_z").members[0] == std::vector<int>{0, 4});
+}
