@@ -263,7 +263,7 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
     SweepDimension d{ptr, expand_dimension(it.value(), file, path)};
     const std::string unknown = unknown_pointer_reason(s, ptr, json::parse(d.values.front().dump()));
     if (!unknown.empty())
-      throw ScenarioError(file, path, "a pointer into the base scenario " + s.base_file + " (" + unknown + ")");
+      throw ScenarioError(file, path, "expected a pointer to a value of the base scenario " + s.base_file + " (" + unknown + ")");
     s.dimensions.push_back(std::move(d));
   }
   size_t n = 1;
