@@ -504,6 +504,7 @@ struct Child {
 };
 
 std::string duration_text(double s) {
+  if (s < 1) return "< 1 s";
   if (s < 90) return fmt::format("{:.0f} s", s);
   if (s < 5400) return fmt::format("{:.0f} min", s / 60);
   return fmt::format("{:.1f} h", s / 3600);
@@ -637,6 +638,9 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
         sc = parse_scenario(plan_scenario(s_, id).dump(), s_.name + " plan " + std::to_string(id));
       } catch (const ScenarioError& e) {
         emit(failed_row(s_, id, "invalid", reason_of(e), ""));  // pruned: never simulated
+        continue;
+      } catch (const std::exception& e) {  // a pointer the plan's earlier values made impossible
+        emit(failed_row(s_, id, "invalid", e.what(), ""));
         continue;
       }
       int fd[2];

@@ -60,7 +60,9 @@ void apply_pointer(nlohmann::json& doc, const std::string& pointer, const nlohma
 nlohmann::json plan_scenario(const SweepSpec& s, size_t plan);
 
 // Rows: {"plan", "status" (ok|invalid|infeasible|error), each dimension's value under its
-// pointer, "mode" (simulated|analytic), the figures, or "reason"}.
+// pointer, "mode" (simulated|analytic; absent for an invalid plan, which is never run), the
+// figures, or "reason"}. Under --simulate-top a simulated row also keeps the analytic estimate it
+// was chosen on as "analytic_<rank_by>" (in the JSON lines only).
 ojson row_head(const SweepSpec& s, size_t plan);
 ojson ok_row(const SweepSpec& s, size_t plan, const Prediction& p);
 ojson failed_row(const SweepSpec& s, size_t plan, const std::string& status, const std::string& reason,
