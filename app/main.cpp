@@ -41,7 +41,7 @@ int usage(int code) {
                "      --sample: measure this host's kernels now on the step's exact shapes (cached in\n"
                "      --cache FILE, default ~/.cache/exasim/samples.json) instead of the profile's grid\n"
                "      --analytic: a closed-form alpha-beta estimate on the same step graphs, no simulation\n"
-               "  exasim sweep SWEEP.json [--out DIR] [--jobs N] [--resume] [--analytic | --simulate-top K]\n"
+               "  exasim sweep SWEEP.json [--out DIR] [--jobs N] [--resume] [--analytic | --simulate-top K] [--profile FILE]\n"
                "      predicts every plan of a sweep file (the product of its dimensions over a base scenario),\n"
                "      one process per plan, N at once; streams rows to DIR/results.jsonl and DIR/results.csv\n"
                "      (default DIR: out/sweeps/<sweep name>); --resume continues an interrupted sweep;\n"
