@@ -21,6 +21,7 @@
 #include "costs/sampled_efficiency.hpp"
 #include "kernels/real_kernels.hpp"
 #include "app/scenario.hpp"
+#include "app/sweep.hpp"
 #include "app/validate.hpp"
 
 using namespace exasim;
@@ -43,6 +44,11 @@ int usage(int code) {
                "      --cache FILE, default ~/.cache/exasim/samples.json) instead of the profile's grid\n"
                "      --analytic: a closed-form alpha-beta estimate on the same step graphs, no simulation\n"
                "      --trace FILE.json: also writes the step's timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
+               "  exasim sweep SWEEP.json [--out DIR] [--jobs N] [--resume] [--analytic | --simulate-top K] [--profile FILE]\n"
+               "      predicts every plan of a sweep file (the product of its dimensions over a base scenario),\n"
+               "      one process per plan, N at once; streams rows to DIR/results.jsonl and DIR/results.csv\n"
+               "      (default DIR: out/sweeps/<sweep name>); --resume continues an interrupted sweep;\n"
+               "      --analytic: closed-form estimates only; --simulate-top K: estimates, then the K best simulated\n"
                "  exasim calibrate [--quick] [--out FILE] [--cache FILE] [--threads N (default 1)]\n"
                "      measures this host's kernels into a host profile (default FILE: profiles/host-<cpu>.json)\n"
                "  exasim validate [--json] [--profile FILE]\n"
@@ -202,6 +208,48 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   return 0;
 }
 
+int cmd_sweep(const std::vector<std::string>& args) {
+  std::string sweep_arg, out_dir, profile;
+  SweepOptions o;
+  bool analytic = false, top = false;
+  auto positive = [](const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > 1000000)
+      throw ScenarioError(flag, "", "expected a positive whole number, got '" + v + "'");
+    return static_cast<int>(n);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out" && i + 1 < args.size())
+      out_dir = args[++i];
+    else if (args[i] == "--jobs" && i + 1 < args.size())
+      o.jobs = positive("--jobs", args[++i]);
+    else if (args[i] == "--resume")
+      o.resume = true;
+    else if (args[i] == "--analytic")
+      analytic = true;
+    else if (args[i] == "--simulate-top" && i + 1 < args.size()) {
+      top = true;
+      o.simulate_top = positive("--simulate-top", args[++i]);
+    } else if (args[i] == "--profile" && i + 1 < args.size())
+      profile = args[++i];
+    else if (!args[i].empty() && args[i][0] == '-')
+      return usage(2);
+    else if (sweep_arg.empty())
+      sweep_arg = args[i];
+    else
+      return usage(2);
+  }
+  if (sweep_arg.empty() || (analytic && top)) return usage(2);
+  o.analytic = analytic;
+  // Everything is checked before anything is written.
+  const SweepSpec spec = load_sweep(sweep_arg);
+  o.out_dir = out_dir.empty() ? "out/sweeps/" + spec.name : out_dir;
+  o.predict.host = std::make_shared<ProfileEfficiency>(load_host_profile(profile));
+  o.progress = isatty(fileno(stderr));
+  return run_sweep(spec, o, std::cout);
+}
+
 int cmd_list() {
   for (const auto& [path, text] : embedded_files())
     if (path.rfind("scenarios/", 0) == 0 && path.rfind("scenarios/validation/", 0) != 0) std::cout << path << "\n";
@@ -218,6 +266,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(args);
     if (cmd == "validate") return cmd_validate(args);
     if (cmd == "calibrate") return cmd_calibrate(args);
+    if (cmd == "sweep") return cmd_sweep(args);
     if (cmd == "list") return cmd_list();
     if (cmd == "--help" || cmd == "-h" || cmd == "help") return usage(0);
     return usage(2);

@@ -3,6 +3,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ struct Prediction {
   double tokens_per_s = 0;
 };
 
+// A plan the memory model refuses (it does not fit in a device's memory): predict() throws it
+// with the reason; `exasim sweep` records such a plan as "infeasible".
+struct InfeasiblePlan : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct PredictOptions {
   // analytic: the closed-form estimate on the same step graphs (sim/analytic.hpp) instead of
   // the simulation; for pruning sweeps.
@@ -48,7 +55,7 @@ struct PredictOptions {
   std::shared_ptr<const HostEfficiency> host;
 };
 
-// Throws ScenarioError, DoesNotFitError or std::runtime_error (engine).
+// Throws ScenarioError, InfeasiblePlan, DoesNotFitError or std::runtime_error (engine).
 Prediction predict(const Scenario& sc, const PredictOptions& o);
 
 nlohmann::json report_json(const Prediction& p);

@@ -1,0 +1,819 @@
+#include "app/sweep.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "app/embedded.hpp"
+#include "app/output.hpp"
+#include "models/moe_transformer.hpp"
+
+namespace exasim {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxPlans = 10'000'000;
+constexpr size_t kMaxRangeValues = 100'000;
+
+// RFC 6901 escaping of one reference token (for the sweep file's own JSON paths).
+std::string escape_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string type_name(const ojson& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number (" + v.dump() + ")";
+  if (v.is_string()) return "a string (" + v.dump() + ")";
+  if (v.is_array()) return "a list";
+  return "an object";
+}
+
+const std::vector<std::string>& figure_fields() {
+  static const std::vector<std::string> f = {"step_time_s",
+                                             "tokens_per_s",
+                                             "model_tflops_per_device",
+                                             "sustained_pflops",
+                                             "model_pflops",
+                                             "forward_compute_s",
+                                             "forward_communication_s",
+                                             "backward_compute_s",
+                                             "backward_communication_s",
+                                             "optimizer_s",
+                                             "idle_s"};
+  return f;
+}
+
+bool read_whole_file(const std::string& path, std::string& text) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  text = ss.str();
+  return true;
+}
+
+// The base scenario named by the sweep file: a path (relative to the sweep file's folder, then to
+// the working directory) or an embedded scenario's name.
+void resolve_base(SweepSpec& s, const std::string& ref) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> candidates;
+  if (!fs::path(ref).is_absolute()) {
+    const fs::path dir = fs::path(s.file).parent_path();
+    if (!dir.empty() && s.file.rfind("<embedded>", 0) != 0) candidates.push_back((dir / ref).string());
+  }
+  candidates.push_back(ref);
+  std::string text;
+  for (const std::string& c : candidates)
+    if (read_whole_file(c, text)) {
+      s.base_file = c;
+      break;
+    }
+  if (s.base_file.empty()) {
+    const std::string key = embedded_key(ref, "scenarios/");
+    if (key.empty())
+      throw ScenarioError(s.file, "/base",
+                          "a scenario name (see exasim list) or a readable scenario file, got \"" + ref + "\"");
+    text = embedded_files().at(key);
+    s.base_file = "<embedded>/" + key;
+  }
+  try {
+    s.base = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ScenarioError(s.base_file, "", std::string("expected valid JSON: ") + e.what());
+  }
+  if (!s.base.is_object()) throw ScenarioError(s.base_file, "", "expected a scenario object");
+}
+
+// A pointer is known when the base holds a value there, or when its parent is an object and the
+// scenario format accepts the key there (an optional key the base leaves out).
+std::string unknown_pointer_reason(const SweepSpec& s, const std::string& pointer, const json& first_value) {
+  const json::json_pointer jp(pointer);
+  try {
+    if (s.base.contains(jp)) return "";
+  } catch (const json::exception&) {
+  }
+  const json::json_pointer parent = jp.parent_pointer();
+  bool parent_object = false;
+  try {
+    parent_object = s.base.contains(parent) && s.base.at(parent).is_object();
+  } catch (const json::exception&) {
+  }
+  if (!parent_object) return "the base scenario has no " + (parent.empty() ? pointer : parent.to_string());
+  json doc = s.base;
+  apply_pointer(doc, pointer, first_value);
+  try {
+    (void)parse_scenario(doc.dump(), s.base_file);
+  } catch (const ScenarioError& e) {
+    if (e.json_path() == pointer && e.expected().rfind("unknown key", 0) == 0) return e.expected();
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+}  // namespace
+
+size_t SweepSpec::plan_count() const {
+  size_t n = 1;
+  for (const auto& d : dimensions) n *= d.values.size();
+  return n;
+}
+
+const std::vector<std::string>& rankable_fields() {
+  static const std::vector<std::string> f = {"tokens_per_s", "step_time_s", "model_tflops_per_device",
+                                             "sustained_pflops", "model_pflops"};
+  return f;
+}
+
+bool larger_is_better(const std::string& field) { return field != "step_time_s"; }
+
+std::vector<ojson> expand_dimension(const ojson& v, const std::string& file, const std::string& path) {
+  const std::string what = "a non-empty list of values or a range {\"from\", \"to\", \"times\" or \"step\"}";
+  if (v.is_array()) {
+    if (v.empty()) throw ScenarioError(file, path, "expected " + what + ", got an empty list");
+    return std::vector<ojson>(v.begin(), v.end());
+  }
+  if (!v.is_object()) throw ScenarioError(file, path, "expected " + what + ", got " + type_name(v));
+  for (const auto& it : v.items())
+    if (it.key() != "from" && it.key() != "to" && it.key() != "times" && it.key() != "step")
+      throw ScenarioError(file, path + "/" + escape_token(it.key()), "unknown key (expected one of: from, to, times, step)");
+  auto number = [&](const char* key) -> const ojson& {
+    auto it = v.find(key);
+    if (it == v.end()) throw ScenarioError(file, path, std::string("expected a range with \"") + key + "\"");
+    if (!it->is_number() || !std::isfinite(it->get<double>()))
+      throw ScenarioError(file, path + "/" + key, "expected a number, got " + type_name(*it));
+    return *it;
+  };
+  const ojson& from = number("from");
+  const ojson& to = number("to");
+  const bool has_times = v.contains("times"), has_step = v.contains("step");
+  if (has_times == has_step) throw ScenarioError(file, path, "expected a range with either \"times\" or \"step\"");
+  const ojson& by = number(has_times ? "times" : "step");
+  const bool integers = from.is_number_integer() && to.is_number_integer() && by.is_number_integer();
+  const double a = from.get<double>(), b = to.get<double>(), k = by.get<double>();
+  std::vector<ojson> out;
+  auto push = [&](double x) {
+    if (out.size() >= kMaxRangeValues)
+      throw ScenarioError(file, path, "expected a range of at most " + std::to_string(kMaxRangeValues) + " values");
+    out.push_back(integers ? ojson(static_cast<long long>(std::llround(x))) : ojson(x));
+  };
+  if (has_times) {
+    if (!(k > 1)) throw ScenarioError(file, path + "/times", "expected a factor greater than 1, got " + by.dump());
+    if (!(a > 0)) throw ScenarioError(file, path + "/from", "expected a positive start for a geometric range, got " + from.dump());
+    if (integers) {
+      for (long long x = from.get<long long>(), m = by.get<long long>(), e = to.get<long long>(); x <= e; x *= m) {
+        push(static_cast<double>(x));
+        if (x > e / m) break;
+      }
+    } else {
+      for (double x = a; x <= b * (1 + 1e-12); x *= k) push(x);
+    }
+  } else {
+    if (!(k > 0)) throw ScenarioError(file, path + "/step", "expected a positive step, got " + by.dump());
+    for (size_t i = 0;; ++i) {
+      const double x = a + static_cast<double>(i) * k;  // not accumulated: no drift
+      if (x > b + 1e-9 * k) break;
+      push(x);
+    }
+  }
+  if (out.empty())
+    throw ScenarioError(file, path, "expected a non-empty range (from " + from.dump() + " is beyond to " + to.dump() + ")");
+  return out;
+}
+
+SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
+  SweepSpec s;
+  s.file = file;
+  ojson root;
+  try {
+    root = ojson::parse(json_text);
+  } catch (const ojson::parse_error& e) {
+    throw ScenarioError(file, "", std::string("expected valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) throw ScenarioError(file, "", "expected a sweep object {name, base, dimensions, rank_by}");
+  for (const auto& it : root.items())
+    if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "dimensions" &&
+        it.key() != "rank_by")
+      throw ScenarioError(file, "/" + escape_token(it.key()),
+                          "unknown key (expected one of: name, description, base, dimensions, rank_by)");
+  if (auto it = root.find("name"); it != root.end()) {
+    if (!it->is_string() || it->get<std::string>().empty())
+      throw ScenarioError(file, "/name", "expected a non-empty string, got " + type_name(*it));
+    s.name = it->get<std::string>();
+  } else {
+    s.name = std::filesystem::path(file).stem().string();
+  }
+  auto base = root.find("base");
+  if (base == root.end()) throw ScenarioError(file, "/base", "expected the base scenario (a name, a path or an object)");
+  if (base->is_string()) {
+    resolve_base(s, base->get<std::string>());
+  } else if (base->is_object()) {
+    s.base = json::parse(base->dump());
+    s.base_file = file + "#/base";
+  } else {
+    throw ScenarioError(file, "/base", "expected a scenario name, a path or an object, got " + type_name(*base));
+  }
+  auto dims = root.find("dimensions");
+  if (dims == root.end()) throw ScenarioError(file, "/dimensions", "expected an object {JSON pointer: values}");
+  if (!dims->is_object() || dims->empty())
+    throw ScenarioError(file, "/dimensions", "expected a non-empty object {JSON pointer: values}, got " + type_name(*dims));
+  for (const auto& it : dims->items()) {
+    const std::string& ptr = it.key();
+    const std::string path = "/dimensions/" + escape_token(ptr);
+    bool syntax_ok = !ptr.empty() && ptr[0] == '/';
+    if (syntax_ok) try {
+        (void)json::json_pointer(ptr);
+      } catch (const json::exception&) {
+        syntax_ok = false;
+      }
+    if (!syntax_ok)
+      throw ScenarioError(file, path, "expected a JSON pointer into the scenario such as \"/plan/tensor_parallel\"");
+    SweepDimension d{ptr, expand_dimension(it.value(), file, path)};
+    const std::string unknown = unknown_pointer_reason(s, ptr, json::parse(d.values.front().dump()));
+    if (!unknown.empty())
+      throw ScenarioError(file, path, "expected a pointer to a value of the base scenario " + s.base_file + " (" + unknown + ")");
+    s.dimensions.push_back(std::move(d));
+  }
+  size_t n = 1;
+  for (const auto& d : s.dimensions) {
+    if (n > kMaxPlans / d.values.size())
+      throw ScenarioError(file, "/dimensions", "expected at most " + std::to_string(kMaxPlans) + " plans in all");
+    n *= d.values.size();
+  }
+  if (auto it = root.find("rank_by"); it != root.end()) {
+    const auto& f = rankable_fields();
+    std::string list;
+    for (const auto& x : f) list += (list.empty() ? "" : ", ") + x;
+    if (!it->is_string() || std::find(f.begin(), f.end(), it->get<std::string>()) == f.end())
+      throw ScenarioError(file, "/rank_by", "expected one of: " + list + ", got " + it->dump());
+    s.rank_by = it->get<std::string>();
+  }
+  return s;
+}
+
+SweepSpec load_sweep(const std::string& arg) {
+  std::string text;
+  if (read_whole_file(arg, text)) return parse_sweep(text, arg);
+  if (const std::string key = embedded_key(arg, "scenarios/sweeps/"); !key.empty())
+    return parse_sweep(embedded_files().at(key), "<embedded>/" + key);
+  std::error_code ec;
+  if (std::filesystem::is_directory(arg, ec)) throw ScenarioError(arg, "", "expected a readable sweep file (it is a directory)");
+  throw ScenarioError(arg, "", "expected a readable sweep file or an embedded sweep's name");
+}
+
+std::vector<size_t> plan_indices(const SweepSpec& s, size_t plan) {
+  std::vector<size_t> idx(s.dimensions.size());
+  for (size_t i = s.dimensions.size(); i-- > 0;) {
+    idx[i] = plan % s.dimensions[i].values.size();
+    plan /= s.dimensions[i].values.size();
+  }
+  return idx;
+}
+
+void apply_pointer(json& doc, const std::string& pointer, const json& value) {
+  const json::json_pointer jp(pointer);
+  if (jp.empty()) throw std::invalid_argument("cannot replace the whole scenario");
+  const json::json_pointer parent = jp.parent_pointer();
+  json& container = doc.at(parent);
+  const std::string key = jp.back();
+  if (container.is_object()) {
+    container[key] = value;
+    if (parent.to_string() == "/plan") {
+      if (key == "devices") container.erase("data_parallel");
+      if (key == "data_parallel") container.erase("devices");
+    }
+  } else if (container.is_array()) {
+    size_t pos = 0;
+    const size_t i = std::stoul(key, &pos);
+    if (pos != key.size()) throw std::invalid_argument(pointer + ": not an array index");
+    container.at(i) = value;
+  } else {
+    throw std::invalid_argument(parent.to_string() + " is neither an object nor a list");
+  }
+}
+
+json plan_scenario(const SweepSpec& s, size_t plan) {
+  json doc = s.base;
+  const auto idx = plan_indices(s, plan);
+  for (size_t i = 0; i < s.dimensions.size(); ++i)
+    apply_pointer(doc, s.dimensions[i].pointer, json::parse(s.dimensions[i].values[idx[i]].dump()));
+  return doc;
+}
+
+namespace {
+ojson head(const SweepSpec& s, size_t plan, const std::string& status) {
+  ojson r = ojson::object();
+  r["plan"] = plan;
+  r["status"] = status;
+  const auto idx = plan_indices(s, plan);
+  for (size_t i = 0; i < s.dimensions.size(); ++i) r[s.dimensions[i].pointer] = s.dimensions[i].values[idx[i]];
+  return r;
+}
+}  // namespace
+
+ojson row_head(const SweepSpec& s, size_t plan) { return head(s, plan, ""); }
+
+ojson ok_row(const SweepSpec& s, size_t plan, const Prediction& p) {
+  ojson r = head(s, plan, "ok");
+  r["mode"] = p.analytic ? "analytic" : "simulated";
+  r["step_time_s"] = p.step_time_s;
+  r["tokens_per_s"] = p.tokens_per_s;
+  r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
+  r["sustained_pflops"] = p.sustained_pflops;
+  r["model_pflops"] = p.model_pflops;
+  const Breakdown& b = p.breakdown;
+  r["forward_compute_s"] = b.forward_compute_s;
+  r["forward_communication_s"] = b.forward_communication_s;
+  r["backward_compute_s"] = b.backward_compute_s;
+  r["backward_communication_s"] = b.backward_communication_s;
+  r["optimizer_s"] = b.optimizer_s;
+  r["idle_s"] = b.idle_s;
+  return r;
+}
+
+ojson failed_row(const SweepSpec& s, size_t plan, const std::string& status, const std::string& reason,
+                 const std::string& mode) {
+  ojson r = head(s, plan, status);
+  if (!mode.empty()) r["mode"] = mode;
+  r["reason"] = reason;
+  return r;
+}
+
+std::string row_line(const ojson& row) {
+  return row.dump(-1, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::vector<std::string> csv_columns(const SweepSpec& s) {
+  std::vector<std::string> c = {"plan", "status"};
+  for (const auto& d : s.dimensions) c.push_back(d.pointer);
+  c.push_back("mode");
+  for (const auto& f : figure_fields()) c.push_back(f);
+  c.push_back("reason");
+  return c;
+}
+
+std::string csv_header(const SweepSpec& s) {
+  std::string line;
+  for (const auto& c : csv_columns(s)) line += (line.empty() ? "" : ",") + csv_field(c);
+  return line + "\n";
+}
+
+std::string csv_line(const SweepSpec& s, const ojson& row) {
+  std::string line;
+  bool first = true;
+  for (const auto& c : csv_columns(s)) {
+    if (!first) line += ",";
+    first = false;
+    auto it = row.find(c);
+    if (it == row.end() || it->is_null()) continue;
+    line += csv_field(it->is_string() ? it->get<std::string>() : it->dump(-1, ' ', false, ojson::error_handler_t::replace));
+  }
+  return line + "\n";
+}
+
+JsonlContents read_results_jsonl(const std::string& text, const std::string& file) {
+  JsonlContents c;
+  size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    ++line_no;
+    const size_t nl = text.find('\n', pos);
+    const bool complete = nl != std::string::npos;
+    const std::string line = text.substr(pos, complete ? nl - pos : std::string::npos);
+    const size_t end = complete ? nl + 1 : text.size();
+    ojson row;
+    bool ok = complete;
+    if (ok) try {
+        row = ojson::parse(line);
+        ok = row.is_object() && row.contains("plan") && row["plan"].is_number_unsigned() && row.contains("status");
+      } catch (const ojson::parse_error&) {
+        ok = false;
+      }
+    if (!ok) {
+      if (end == text.size()) {  // the last line: torn by an interruption
+        c.torn = true;
+        break;
+      }
+      throw ScenarioError(file, "line " + std::to_string(line_no), "a whole result row (only the last line may be torn)");
+    }
+    c.rows.push_back(std::move(row));
+    c.good_bytes = end;
+    pos = end;
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a sweep
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+void write_whole(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+int open_append(const std::string& path, bool truncate) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+  if (fd < 0) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
+  return fd;
+}
+
+std::string reason_of(const ScenarioError& e) {
+  return e.json_path().empty() ? e.expected() : e.json_path() + ": " + e.expected();
+}
+
+// The child's side: predict, and send the row back as one JSON line.
+[[noreturn]] void child_main(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po, int fd) {
+  ojson row;
+  const std::string mode = po.analytic ? "analytic" : "simulated";
+  try {
+    row = ok_row(s, plan, predict(sc, po));
+  } catch (const InfeasiblePlan& e) {
+    row = failed_row(s, plan, "infeasible", e.what(), mode);
+  } catch (const DoesNotFitError& e) {
+    row = failed_row(s, plan, "infeasible", e.what(), mode);
+  } catch (const ScenarioError& e) {
+    row = failed_row(s, plan, "invalid", reason_of(e), mode);
+  } catch (const std::exception& e) {
+    row = failed_row(s, plan, "error", e.what(), mode);
+  }
+  const std::string line = row_line(row);
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(1);
+    done += static_cast<size_t>(n);
+  }
+  _exit(0);
+}
+
+struct Child {
+  pid_t pid;
+  int fd;
+  size_t plan;
+  std::string out;
+};
+
+std::string duration_text(double s) {
+  if (s < 1) return "< 1 s";
+  if (s < 90) return fmt::format("{:.0f} s", s);
+  if (s < 5400) return fmt::format("{:.0f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
+}
+
+class SweepRun {
+ public:
+  SweepRun(const SweepSpec& s, const SweepOptions& o) : s_(s), o_(o) {}
+
+  int run(std::ostream& out);
+
+ private:
+  const SweepSpec& s_;
+  const SweepOptions& o_;
+  std::map<size_t, ojson> rows_;  // the current row of each plan id
+  std::map<std::string, size_t> counts_;
+  std::string jsonl_path_, csv_path_;
+  int jsonl_fd_ = -1, csv_fd_ = -1;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  size_t tasks_total_ = 0, tasks_done_ = 0;
+  size_t plans_here_ = 0;
+
+  void prepare();
+  void emit(ojson row);
+  void progress();
+  void run_tasks(const std::vector<size_t>& plans, bool analytic, const std::function<void(ojson&)>& decorate);
+  std::vector<size_t> ranked(bool by_analytic) const;
+  void summary(std::ostream& out, size_t resumed);
+  double analytic_value(const ojson& row) const;
+};
+
+void SweepRun::prepare() {
+  namespace fs = std::filesystem;
+  jsonl_path_ = (fs::path(o_.out_dir) / "results.jsonl").string();
+  csv_path_ = (fs::path(o_.out_dir) / "results.csv").string();
+  std::string text;
+  const bool have = read_whole_file(jsonl_path_, text);
+  if (!o_.resume && have && !text.empty())
+    throw ScenarioError(jsonl_path_, "",
+                        "holds the rows of an earlier sweep: use --resume to continue it, or choose another --out");
+  if (o_.resume && have) {
+    const JsonlContents c = read_results_jsonl(text, jsonl_path_);
+    const size_t n = s_.plan_count();
+    size_t line = 0;
+    for (const ojson& r : c.rows) {
+      ++line;
+      const auto bad = [&](const std::string& why) {
+        return ScenarioError(jsonl_path_, "line " + std::to_string(line), why);
+      };
+      const size_t id = r["plan"].get<size_t>();
+      if (id >= n) throw bad("a plan id below " + std::to_string(n) + ": it was written by another sweep");
+      const ojson h = head(s_, id, "");
+      for (const auto& d : s_.dimensions)
+        if (!r.contains(d.pointer) || r[d.pointer] != h[d.pointer])
+          throw bad("plan " + std::to_string(id) + " with " + d.pointer + " = " + h[d.pointer].dump() +
+                    ": the file was written by another sweep");
+      const std::string mode = r.value("mode", "");
+      const bool top_row = r.contains("analytic_" + s_.rank_by);
+      if (o_.analytic && mode == "simulated") throw bad("analytic rows (it was written without --analytic)");
+      if (!o_.analytic && o_.simulate_top == 0 && mode == "analytic")
+        throw bad("simulated rows (it was written with --analytic or --simulate-top)");
+      if (o_.simulate_top > 0 && mode == "simulated" && !top_row)
+        throw bad("rows of a --simulate-top sweep (it was written without --simulate-top)");
+      rows_[id] = r;
+    }
+    if (c.torn && truncate(jsonl_path_.c_str(), static_cast<off_t>(c.good_bytes)) != 0)
+      throw std::runtime_error("cannot truncate '" + jsonl_path_ + "': " + std::strerror(errno));
+    if (c.torn) std::cerr << fmt::format("sweep: dropped a torn last line of {}\n", jsonl_path_);
+    // The CSV is rebuilt from the JSON lines: no row lost or doubled.
+    std::string csv = csv_header(s_);
+    for (const auto& [id, r] : rows_) csv += csv_line(s_, r);
+    write_files_atomically(o_.out_dir, {{"results.csv", csv}});
+    for (const auto& [id, r] : rows_) ++counts_[r["status"].get<std::string>()];
+    jsonl_fd_ = open_append(jsonl_path_, false);
+    csv_fd_ = open_append(csv_path_, false);
+  } else {
+    std::error_code ec;
+    fs::create_directories(o_.out_dir, ec);
+    if (ec) throw std::runtime_error("cannot create output directory '" + o_.out_dir + "': " + ec.message());
+    jsonl_fd_ = open_append(jsonl_path_, true);
+    csv_fd_ = open_append(csv_path_, true);
+    write_whole(csv_fd_, csv_header(s_), csv_path_);
+    fsync(csv_fd_);
+  }
+}
+
+// One row, appended whole to both files (one write each on an O_APPEND descriptor, then fsync).
+void SweepRun::emit(ojson row) {
+  const size_t id = row["plan"].get<size_t>();
+  write_whole(jsonl_fd_, row_line(row), jsonl_path_);
+  write_whole(csv_fd_, csv_line(s_, row), csv_path_);
+  fsync(jsonl_fd_);
+  fsync(csv_fd_);
+  if (auto it = rows_.find(id); it != rows_.end())
+    --counts_[it->second["status"].get<std::string>()];
+  else
+    ++plans_here_;
+  ++counts_[row["status"].get<std::string>()];
+  rows_[id] = std::move(row);
+  ++tasks_done_;
+  progress();
+}
+
+void SweepRun::progress() {
+  if (!o_.progress) return;
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  std::string eta = "";
+  if (tasks_done_ > 0 && tasks_done_ < tasks_total_)
+    eta = ", about " + duration_text(el / tasks_done_ * (tasks_total_ - tasks_done_)) + " left";
+  auto c = [&](const char* k) {
+    auto it = counts_.find(k);
+    return it == counts_.end() ? size_t{0} : it->second;
+  };
+  std::cerr << fmt::format("\rsweep: {}/{} plans, ok {}, invalid {}, infeasible {}, error {}{}\033[K", rows_.size(),
+                           s_.plan_count(), c("ok"), c("invalid"), c("infeasible"), c("error"), eta)
+            << std::flush;
+}
+
+void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
+                         const std::function<void(ojson&)>& decorate) {
+  PredictOptions po = o_.predict;
+  po.analytic = analytic;
+  const size_t jobs = static_cast<size_t>(std::max(1, o_.jobs));
+  std::vector<Child> running;
+  size_t next = 0;
+  while (next < plans.size() || !running.empty()) {
+    while (running.size() < jobs && next < plans.size()) {
+      const size_t id = plans[next++];
+      Scenario sc;
+      try {
+        sc = parse_scenario(plan_scenario(s_, id).dump(), s_.name + " plan " + std::to_string(id));
+      } catch (const ScenarioError& e) {
+        emit(failed_row(s_, id, "invalid", reason_of(e), ""));  // pruned: never simulated
+        continue;
+      } catch (const std::exception& e) {  // a pointer the plan's earlier values made impossible
+        emit(failed_row(s_, id, "invalid", e.what(), ""));
+        continue;
+      }
+      int fd[2];
+      if (pipe2(fd, O_CLOEXEC) != 0) throw std::runtime_error("sweep: pipe() failed");
+      std::fflush(nullptr);
+      std::cerr.flush();
+      const pid_t pid = fork();
+      if (pid < 0) throw std::runtime_error("sweep: fork() failed");
+      if (pid == 0) {
+        close(fd[0]);
+        child_main(s_, id, sc, po, fd[1]);
+      }
+      close(fd[1]);
+      running.push_back({pid, fd[0], id, ""});
+    }
+    if (running.empty()) continue;
+    std::vector<pollfd> pfds;
+    for (const Child& c : running) pfds.push_back({c.fd, POLLIN, 0});
+    if (poll(pfds.data(), pfds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("sweep: poll() failed");
+    }
+    for (size_t i = running.size(); i-- > 0;) {
+      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = running[i];
+      char buf[65536];
+      const ssize_t n = read(c.fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) {
+        c.out.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      close(c.fd);
+      int status = 0;
+      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      ojson row;
+      bool ok = false;
+      if (!c.out.empty() && c.out.back() == '\n') try {
+          row = ojson::parse(c.out);
+          ok = row.is_object();
+        } catch (const ojson::parse_error&) {
+        }
+      if (!ok) {
+        const std::string how = WIFSIGNALED(status) ? fmt::format("killed by signal {} ({})", WTERMSIG(status),
+                                                                  strsignal(WTERMSIG(status)))
+                                                    : fmt::format("exited with status {}", WEXITSTATUS(status));
+        row = failed_row(s_, c.plan, "error", "the prediction process " + how + " without a result",
+                         analytic ? "analytic" : "simulated");
+      }
+      if (decorate) decorate(row);
+      running.erase(running.begin() + static_cast<long>(i));
+      emit(std::move(row));
+    }
+  }
+}
+
+double SweepRun::analytic_value(const ojson& r) const {
+  const std::string key = "analytic_" + s_.rank_by;
+  if (r.contains(key)) return r[key].get<double>();
+  return r[s_.rank_by].get<double>();
+}
+
+// Plan ids of the ok rows, best first by rank_by (ties: the lower plan id first). by_analytic:
+// ranked on the analytic estimate (a simulated row keeps it as "analytic_<rank_by>").
+std::vector<size_t> SweepRun::ranked(bool by_analytic) const {
+  std::vector<std::pair<double, size_t>> v;
+  const std::string key = "analytic_" + s_.rank_by;
+  for (const auto& [id, r] : rows_) {
+    if (by_analytic) {
+      if (r.contains(key))
+        v.push_back({r[key].get<double>(), id});
+      else if (r["status"] == "ok" && r.value("mode", "") == "analytic")
+        v.push_back({r[s_.rank_by].get<double>(), id});
+    } else if (r["status"] == "ok") {
+      v.push_back({r[s_.rank_by].get<double>(), id});
+    }
+  }
+  const bool larger = larger_is_better(s_.rank_by);
+  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  });
+  std::vector<size_t> ids;
+  for (const auto& x : v) ids.push_back(x.second);
+  return ids;
+}
+
+void SweepRun::summary(std::ostream& out, size_t resumed) {
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  out << fmt::format("sweep {}: {} plans over {} dimension(s), base {}\n", s_.name, s_.plan_count(),
+                     s_.dimensions.size(), s_.base_file);
+  std::string counts;
+  for (const char* k : {"ok", "invalid", "infeasible", "error"})
+    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, counts_.count(k) ? counts_.at(k) : 0);
+  out << "  " << counts << "\n";
+  for (const char* status : {"invalid", "infeasible", "error"}) {
+    std::map<std::string, size_t> reasons;
+    for (const auto& [id, r] : rows_)
+      if (r["status"] == status) ++reasons[r.value("reason", "")];
+    std::vector<std::pair<size_t, std::string>> v;
+    for (const auto& [why, n] : reasons) v.push_back({n, why});
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    if (!v.empty()) out << fmt::format("  most common {} reasons:\n", status);
+    for (size_t i = 0; i < v.size() && i < 3; ++i) out << fmt::format("    {:4} x {}\n", v[i].first, v[i].second);
+  }
+  const auto best = ranked(false);
+  if (!best.empty()) {
+    out << fmt::format("top {} by {} ({} is better):\n", std::min<size_t>(10, best.size()), s_.rank_by,
+                       larger_is_better(s_.rank_by) ? "larger" : "smaller");
+    out << fmt::format("  {:>3} {:>6} {:>12} {:>12} {:>10}  {}\n", "#", "plan", s_.rank_by == "step_time_s" ? "tokens_per_s" : s_.rank_by,
+                       "step_time_s", "mode", "values");
+    for (size_t i = 0; i < best.size() && i < 10; ++i) {
+      const ojson& r = rows_.at(best[i]);
+      std::string values;
+      for (const auto& d : s_.dimensions) {
+        const std::string name = d.pointer.substr(d.pointer.find_last_of('/') + 1);
+        values += fmt::format("{}{}={}", values.empty() ? "" : " ", name, r[d.pointer].dump());
+      }
+      const std::string shown = s_.rank_by == "step_time_s" ? "tokens_per_s" : s_.rank_by;
+      out << fmt::format("  {:>3} {:>6} {:>12.5g} {:>12.5g} {:>10}  {}\n", i + 1, best[i], r[shown].get<double>(),
+                         r["step_time_s"].get<double>(), r.value("mode", ""), values);
+    }
+  }
+  out << fmt::format("{} plans in {:.1f} s: {:.1f} plans/s{}\n", plans_here_, wall_s,
+                     wall_s > 0 ? plans_here_ / wall_s : 0.0,
+                     resumed ? fmt::format(" ({} more were already in results.jsonl)", resumed) : "");
+  out << fmt::format("wrote {} and {}\n", jsonl_path_, csv_path_);
+}
+
+int SweepRun::run(std::ostream& out) {
+  prepare();
+  const size_t resumed = rows_.size();
+  std::vector<size_t> todo;
+  for (size_t id = 0; id < s_.plan_count(); ++id)
+    if (!rows_.count(id)) todo.push_back(id);
+  tasks_total_ = todo.size() + static_cast<size_t>(std::max(0, o_.simulate_top));
+  if (o_.simulate_top > 0) {
+    run_tasks(todo, true, nullptr);
+    // The K best analytic estimates, simulated; a simulated row keeps the estimate it was chosen on.
+    auto top = ranked(true);
+    if (top.size() > static_cast<size_t>(o_.simulate_top)) top.resize(static_cast<size_t>(o_.simulate_top));
+    std::vector<size_t> sim;
+    std::map<size_t, double> chosen_on;
+    for (size_t id : top) {
+      chosen_on[id] = analytic_value(rows_.at(id));
+      if (rows_.at(id).value("mode", "") == "analytic") sim.push_back(id);
+    }
+    tasks_total_ = tasks_done_ + sim.size();
+    const std::string key = "analytic_" + s_.rank_by;
+    run_tasks(sim, false, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
+  } else {
+    run_tasks(todo, o_.analytic, nullptr);
+  }
+  if (o_.progress) std::cerr << "\n";
+  close(jsonl_fd_);
+  close(csv_fd_);
+  // Sorted by plan id, each file written whole and renamed into place.
+  std::string jsonl, csv = csv_header(s_);
+  for (const auto& [id, r] : rows_) {
+    jsonl += row_line(r);
+    csv += csv_line(s_, r);
+  }
+  write_files_atomically(o_.out_dir, {{"results.jsonl", jsonl}, {"results.csv", csv}});
+  summary(out, resumed);
+  return 0;
+}
+
+}  // namespace
+
+int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out) {
+  SweepRun r(s, o);
+  return r.run(out);
+}
+
+}  // namespace exasim

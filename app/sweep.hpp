@@ -1,0 +1,100 @@
+// `exasim sweep`: a plan space (the cartesian product of a sweep file's dimensions applied to a
+// base scenario) predicted plan by plan, each in its own process, into DIR/results.jsonl and
+// DIR/results.csv.
+//
+// A sweep file:
+//   {"name": "...", "base": "scenario name, path or inline object",
+//    "dimensions": {"/plan/tensor_parallel": [1, 2, 4],                 -- a JSON pointer: values
+//                   "/plan/devices": {"from": 64, "to": 1024, "times": 2},  -- 64, 128, ... 1024
+//                   "/plan/micro_batch": {"from": 1, "to": 4, "step": 1}},
+//    "rank_by": "tokens_per_s"}
+// Plan ids enumerate the product with the first dimension outermost (the last one varies fastest).
+#pragma once
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "app/pipeline.hpp"
+
+namespace exasim {
+
+using ojson = nlohmann::ordered_json;  // rows keep their columns' order
+
+struct SweepDimension {
+  std::string pointer;         // into the scenario, e.g. "/plan/tensor_parallel"
+  std::vector<ojson> values;   // the list, or the range written out
+};
+
+struct SweepSpec {
+  std::string file;       // the sweep file (labels messages)
+  std::string name;
+  std::string base_file;  // where the base scenario came from
+  nlohmann::json base;    // the base scenario's JSON
+  std::vector<SweepDimension> dimensions;
+  std::string rank_by = "tokens_per_s";
+  size_t plan_count() const;
+};
+
+// The row fields a sweep may rank by; smaller is better for step_time_s, larger for the others.
+const std::vector<std::string>& rankable_fields();
+bool larger_is_better(const std::string& field);
+
+// Parses and checks a sweep file; throws ScenarioError naming `file` and the JSON path of the
+// problem. A base named by a path is read relative to the sweep file's folder, then to the
+// working directory, then looked up among the embedded scenarios.
+SweepSpec parse_sweep(const std::string& json_text, const std::string& file);
+SweepSpec load_sweep(const std::string& arg);  // a file, or an embedded sweep by name
+
+// A dimension's values: a non-empty list, or a range {"from", "to", "times"} / {"from", "to",
+// "step"}. `path` is the dimension's JSON path in the sweep file (for errors).
+std::vector<ojson> expand_dimension(const ojson& v, const std::string& file, const std::string& path);
+
+// The index of each dimension's value for a plan id.
+std::vector<size_t> plan_indices(const SweepSpec& s, size_t plan);
+// Sets `pointer` in `doc` to `value` (its parent must exist). A device count and a
+// data-parallel size exclude each other: setting one drops the other.
+void apply_pointer(nlohmann::json& doc, const std::string& pointer, const nlohmann::json& value);
+// The base scenario with the plan's values applied.
+nlohmann::json plan_scenario(const SweepSpec& s, size_t plan);
+
+// Rows: {"plan", "status" (ok|invalid|infeasible|error), each dimension's value under its
+// pointer, "mode" (simulated|analytic; absent for an invalid plan, which is never run), the
+// figures, or "reason"}. Under --simulate-top a simulated row also keeps the analytic estimate it
+// was chosen on as "analytic_<rank_by>" (in the JSON lines only).
+ojson row_head(const SweepSpec& s, size_t plan);
+ojson ok_row(const SweepSpec& s, size_t plan, const Prediction& p);
+ojson failed_row(const SweepSpec& s, size_t plan, const std::string& status, const std::string& reason,
+                 const std::string& mode);
+std::string row_line(const ojson& row);  // one JSON line, '\n'-terminated
+
+std::string csv_field(const std::string& text);  // RFC 4180 quoting where needed
+std::vector<std::string> csv_columns(const SweepSpec& s);
+std::string csv_header(const SweepSpec& s);
+std::string csv_line(const SweepSpec& s, const ojson& row);
+
+// A results.jsonl as written so far: its whole rows, and how many bytes they take. A last line
+// without its newline (or that does not parse) is torn and not counted; a bad line before the
+// last throws ScenarioError.
+struct JsonlContents {
+  std::vector<ojson> rows;
+  size_t good_bytes = 0;
+  bool torn = false;
+};
+JsonlContents read_results_jsonl(const std::string& text, const std::string& file);
+
+struct SweepOptions {
+  std::string out_dir;
+  int jobs = 1;
+  bool resume = false;
+  bool analytic = false;
+  int simulate_top = 0;  // > 0: analytic everywhere, then the K best simulated
+  PredictOptions predict;
+  bool progress = false;  // a redrawn progress line on stderr
+};
+
+// Runs the sweep; writes the results and prints the summary on `out`. Returns the exit status.
+int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out);
+
+}  // namespace exasim

@@ -1,0 +1,286 @@
+// Sweeps: the plan space (product order, ranges), pointer application, row formatting (CSV
+// quoting), reading a torn results.jsonl, and a resumed sweep writing the same files.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/profiles.hpp"
+#include "app/scenario.hpp"
+#include "app/sweep.hpp"
+
+using namespace exasim;
+using json = nlohmann::json;
+
+namespace {
+
+json small_base() {
+  return json::parse(R"({
+    "name": "sweep-base",
+    "machine": "sunway-oceanlight",
+    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
+    "training": {"seq_len": 128, "precision": "fp16"},
+    "plan": {"devices": 16, "tensor_parallel": 1, "pipeline_parallel": 1, "micro_batch": 1, "global_batch": 32}
+  })");
+}
+
+std::string sweep_text(const std::string& dimensions, const std::string& extra = "") {
+  return R"({"name": "t", "base": )" + small_base().dump() + R"(, "dimensions": )" + dimensions + extra + "}";
+}
+
+std::vector<long long> ints(const std::vector<ojson>& v) {
+  std::vector<long long> out;
+  for (const auto& x : v) out.push_back(x.get<long long>());
+  return out;
+}
+
+std::pair<std::string, std::string> sweep_error(const std::string& text) {
+  try {
+    (void)parse_sweep(text, "s.json");
+  } catch (const ScenarioError& e) {
+    return {e.json_path(), e.expected()};
+  }
+  return {"", "no error"};
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("sweep: ranges expand to lists") {
+  CHECK(ints(expand_dimension(ojson::parse("[1, 2, 4]"), "f", "/d")) == std::vector<long long>{1, 2, 4});
+  CHECK(ints(expand_dimension(ojson::parse(R"({"from": 1, "to": 8, "times": 2})"), "f", "/d")) ==
+        std::vector<long long>{1, 2, 4, 8});
+  CHECK(ints(expand_dimension(ojson::parse(R"({"from": 3, "to": 20, "times": 2})"), "f", "/d")) ==
+        std::vector<long long>{3, 6, 12});
+  CHECK(ints(expand_dimension(ojson::parse(R"({"from": 1, "to": 4, "step": 1})"), "f", "/d")) ==
+        std::vector<long long>{1, 2, 3, 4});
+  CHECK(ints(expand_dimension(ojson::parse(R"({"from": 2, "to": 9, "step": 3})"), "f", "/d")) ==
+        std::vector<long long>{2, 5, 8});
+  // Integer ranges stay integers (they print as 4, not 4.0); a fractional step gives numbers
+  // computed from the start, not accumulated.
+  const auto f = expand_dimension(ojson::parse(R"({"from": 0.1, "to": 0.3, "step": 0.1})"), "f", "/d");
+  REQUIRE(f.size() == 3);
+  CHECK(f[2].get<double>() == doctest::Approx(0.3));
+  CHECK(expand_dimension(ojson::parse(R"({"from": 1, "to": 4, "times": 2})"), "f", "/d")[2].dump() == "4");
+  // Any JSON value may be a list element.
+  CHECK(expand_dimension(ojson::parse(R"(["selective", "full"])"), "f", "/d").size() == 2);
+
+  struct Bad {
+    const char* v;
+    const char* path;
+    const char* part;
+  };
+  const Bad bad[] = {{"[]", "/d", "got an empty list"},
+                     {"4", "/d", "got a number"},
+                     {"\"x\"", "/d", "got a string"},
+                     {R"({"from": 4, "to": 1, "step": 1})", "/d", "non-empty range"},
+                     {R"({"from": 1, "to": 8, "times": 1})", "/d/times", "greater than 1"},
+                     {R"({"from": 0, "to": 8, "times": 2})", "/d/from", "positive start"},
+                     {R"({"from": 1, "to": 8, "step": 0})", "/d/step", "positive step"},
+                     {R"({"from": 1, "to": 8})", "/d", "either \"times\" or \"step\""},
+                     {R"({"from": 1, "to": 8, "step": 1, "times": 2})", "/d", "either"},
+                     {R"({"from": "1", "to": 8, "step": 1})", "/d/from", "a number"},
+                     {R"({"from": 1, "upto": 8, "step": 1})", "/d/upto", "unknown key"}};
+  for (const Bad& b : bad) {
+    CAPTURE(b.v);
+    try {
+      (void)expand_dimension(ojson::parse(b.v), "f.json", "/d");
+      FAIL("no error");
+    } catch (const ScenarioError& e) {
+      CHECK(e.file() == "f.json");
+      CHECK(e.json_path() == b.path);
+      CHECK(e.expected().find(b.part) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("sweep: plan ids enumerate the product, first dimension outermost") {
+  const SweepSpec s = parse_sweep(
+      sweep_text(R"({"/plan/tensor_parallel": [1, 2], "/plan/pipeline_parallel": {"from": 1, "to": 4, "times": 2},
+                     "/plan/micro_batch": [1, 2]})"),
+      "s.json");
+  REQUIRE(s.dimensions.size() == 3);
+  CHECK(s.dimensions[0].pointer == "/plan/tensor_parallel");  // the file's order, not sorted
+  CHECK(s.dimensions[1].pointer == "/plan/pipeline_parallel");
+  CHECK(s.plan_count() == 12);
+  CHECK(plan_indices(s, 0) == std::vector<size_t>{0, 0, 0});
+  CHECK(plan_indices(s, 1) == std::vector<size_t>{0, 0, 1});
+  CHECK(plan_indices(s, 2) == std::vector<size_t>{0, 1, 0});
+  CHECK(plan_indices(s, 6) == std::vector<size_t>{1, 0, 0});
+  CHECK(plan_indices(s, 11) == std::vector<size_t>{1, 2, 1});
+  std::set<std::vector<size_t>> seen;
+  for (size_t i = 0; i < s.plan_count(); ++i) seen.insert(plan_indices(s, i));
+  CHECK(seen.size() == 12);
+  // A plan is the base with its values applied, and parses as a scenario.
+  const json p7 = plan_scenario(s, 7);  // tensor 2, pipeline 1, micro-batch 2
+  CHECK(p7["plan"]["tensor_parallel"] == 2);
+  CHECK(p7["plan"]["pipeline_parallel"] == 1);
+  CHECK(p7["plan"]["micro_batch"] == 2);
+  const Scenario sc = parse_scenario(p7.dump(), "p7");
+  CHECK(sc.parallel.data == 8);
+  CHECK(s.rank_by == "tokens_per_s");
+  CHECK(larger_is_better("tokens_per_s"));
+  CHECK_FALSE(larger_is_better("step_time_s"));
+}
+
+TEST_CASE("sweep: JSON pointers replace values of the scenario") {
+  json doc = small_base();
+  apply_pointer(doc, "/plan/tensor_parallel", 4);
+  CHECK(doc["plan"]["tensor_parallel"] == 4);
+  apply_pointer(doc, "/plan/recompute", "full");  // a key the base leaves out
+  CHECK(doc["plan"]["recompute"] == "full");
+  apply_pointer(doc, "/model/layers", json{{"value", 8}, {"assumption", "why"}});
+  CHECK(doc["model"]["layers"]["value"] == 8);
+  // Devices and a data-parallel size exclude each other: setting one drops the other.
+  apply_pointer(doc, "/plan/data_parallel", 2);
+  CHECK_FALSE(doc["plan"].contains("devices"));
+  apply_pointer(doc, "/plan/devices", 64);
+  CHECK_FALSE(doc["plan"].contains("data_parallel"));
+  CHECK(doc["plan"]["devices"] == 64);
+  doc["plan"]["placement"] = {"tensor", "data", "pipeline"};
+  apply_pointer(doc, "/plan/placement/1", "pipeline");
+  CHECK(doc["plan"]["placement"][1] == "pipeline");
+  CHECK_THROWS(apply_pointer(doc, "/nothing/here", 1));
+  CHECK_THROWS(apply_pointer(doc, "/plan/placement/7", 1));
+}
+
+TEST_CASE("sweep: bad sweep files name the JSON path") {
+  CHECK(sweep_error(R"({"name": "t", "dimensions": {"/plan/micro_batch": [1]}})").first == "/base");
+  CHECK(sweep_error(R"({"base": "no-such-scenario", "dimensions": {"/plan/micro_batch": [1]}})").first == "/base");
+  CHECK(sweep_error(sweep_text(R"({})")).first == "/dimensions");
+  CHECK(sweep_error(sweep_text(R"([1, 2])")).first == "/dimensions");
+  const auto typo = sweep_error(sweep_text(R"({"/plan/tensor_paralel": [1, 2]})"));
+  CHECK(typo.first == "/dimensions/~1plan~1tensor_paralel");
+  CHECK(typo.second.find("unknown key") != std::string::npos);
+  CHECK(sweep_error(sweep_text(R"({"/plann/x": [1]})")).first == "/dimensions/~1plann~1x");
+  CHECK(sweep_error(sweep_text(R"({"plan/x": [1]})")).second.find("JSON pointer") != std::string::npos);
+  CHECK(sweep_error(sweep_text(R"({"/plan/micro_batch": []})")).first == "/dimensions/~1plan~1micro_batch");
+  CHECK(sweep_error(sweep_text(R"({"/plan/micro_batch": 2})")).first == "/dimensions/~1plan~1micro_batch");
+  CHECK(sweep_error(sweep_text(R"({"/plan/micro_batch": [1]})", R"(, "rank_by": "speed")")).first == "/rank_by");
+  CHECK(sweep_error(sweep_text(R"({"/plan/micro_batch": [1]})", R"(, "bogus": 1)")).first == "/bogus");
+  // An optional key the base leaves out, and a device count where the base gives data_parallel.
+  CHECK(sweep_error(sweep_text(R"({"/plan/recompute": ["none", "full"], "/plan/data_parallel": [1, 2]})")).second ==
+        "no error");
+  // The embedded sweep parses (its base is an embedded scenario).
+  const SweepSpec g = load_sweep("gpt-175b-a100-1024");
+  CHECK(g.plan_count() == 4 * 6 * 2 * 3 * 2 * 2);
+  CHECK(g.base_file == "<embedded>/scenarios/gpt3-175b-a100-1024.json");
+}
+
+TEST_CASE("sweep: rows and CSV quoting") {
+  const SweepSpec s = parse_sweep(sweep_text(R"({"/plan/recompute": ["none", "full"], "/plan/micro_batch": [1, 2]})"),
+                                  "s.json");
+  CHECK(csv_header(s) ==
+        "plan,status,/plan/recompute,/plan/micro_batch,mode,step_time_s,tokens_per_s,model_tflops_per_device,"
+        "sustained_pflops,model_pflops,forward_compute_s,forward_communication_s,backward_compute_s,"
+        "backward_communication_s,optimizer_s,idle_s,reason\n");
+  const ojson r = failed_row(s, 3, "invalid", "/plan/global_batch: expected a multiple of \"x\", got 30", "");
+  CHECK(row_line(r) ==
+        R"({"plan":3,"status":"invalid","/plan/recompute":"full","/plan/micro_batch":2,"reason":"/plan/global_batch: expected a multiple of \"x\", got 30"})"
+        "\n");
+  CHECK(csv_line(s, r) == "3,invalid,full,2,,,,,,,,,,,,,\"/plan/global_batch: expected a multiple of \"\"x\"\", got 30\"\n");
+  CHECK(csv_field("plain") == "plain");
+  CHECK(csv_field("a,b") == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(csv_field("two\nlines") == "\"two\nlines\"");
+  // A row line is one line whatever the reason holds.
+  const ojson m = failed_row(s, 0, "error", "line one\nline two", "simulated");
+  const std::string line = row_line(m);
+  CHECK(line.find('\n') == line.size() - 1);
+  CHECK(m["mode"] == "simulated");
+}
+
+TEST_CASE("sweep: reading a torn results.jsonl") {
+  const std::string a = R"({"plan":0,"status":"ok"})"
+                        "\n";
+  const std::string b = R"({"plan":1,"status":"invalid","reason":"r"})"
+                        "\n";
+  JsonlContents c = read_results_jsonl(a + b, "r.jsonl");
+  CHECK(c.rows.size() == 2);
+  CHECK_FALSE(c.torn);
+  CHECK(c.good_bytes == a.size() + b.size());
+  // A last line cut short (no newline) is torn, whether or not what is there parses.
+  c = read_results_jsonl(a + b + R"({"plan":2,"sta)", "r.jsonl");
+  CHECK(c.rows.size() == 2);
+  CHECK(c.torn);
+  CHECK(c.good_bytes == a.size() + b.size());
+  c = read_results_jsonl(a + R"({"plan":2,"status":"ok"})", "r.jsonl");
+  CHECK(c.rows.size() == 1);
+  CHECK(c.torn);
+  CHECK(c.good_bytes == a.size());
+  c = read_results_jsonl("", "r.jsonl");
+  CHECK(c.rows.empty());
+  CHECK_FALSE(c.torn);
+  // A bad line before the last is not an interruption: refused, naming the line.
+  try {
+    (void)read_results_jsonl(a + "garbage\n" + b, "r.jsonl");
+    FAIL("no error");
+  } catch (const ScenarioError& e) {
+    CHECK(e.json_path() == "line 2");
+  }
+}
+
+TEST_CASE("sweep: a sweep resumed after a torn row writes the same files") {
+  namespace fs = std::filesystem;
+  const SweepSpec s = parse_sweep(
+      sweep_text(R"({"/plan/tensor_parallel": [1, 2, 16], "/plan/pipeline_parallel": [1, 2], "/plan/micro_batch": [1, 2]})"),
+      "s.json");
+  const fs::path dir = fs::temp_directory_path() / ("exasim-sweep-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  SweepOptions o;
+  o.analytic = true;  // fast: the closed-form estimate
+  o.jobs = 2;
+  o.predict.host = std::make_shared<ProfileEfficiency>(load_host_profile(""));
+  o.out_dir = (dir / "full").string();
+  std::ostringstream out;
+  CHECK(run_sweep(s, o, out) == 0);
+  const std::string jsonl = slurp(dir / "full" / "results.jsonl");
+  const std::string csv = slurp(dir / "full" / "results.csv");
+  const JsonlContents full = read_results_jsonl(jsonl, "full");
+  REQUIRE(full.rows.size() == 12);
+  for (size_t i = 0; i < 12; ++i) CHECK(full.rows[i]["plan"] == i);
+  // tensor 16 does not divide the 8 heads: invalid, with its reason.
+  CHECK(full.rows[8]["status"] == "invalid");
+  CHECK(full.rows[8]["reason"].get<std::string>().find("/plan/tensor_parallel") == 0);
+  CHECK(full.rows[0]["status"] == "ok");
+  CHECK(full.rows[0]["mode"] == "analytic");
+  CHECK(out.str().find("12 plans in") != std::string::npos);
+
+  // Without --resume an existing results file is refused.
+  CHECK_THROWS_AS(run_sweep(s, o, out), ScenarioError);
+
+  // Interrupted: five whole rows, half of the sixth, and a CSV out of step.
+  o.out_dir = (dir / "cut").string();
+  fs::create_directories(dir / "cut");
+  size_t cut = 0;
+  for (int i = 0; i < 5; ++i) cut = jsonl.find('\n', cut) + 1;
+  std::ofstream(dir / "cut" / "results.jsonl", std::ios::binary) << jsonl.substr(0, cut + 20);
+  std::ofstream(dir / "cut" / "results.csv", std::ios::binary) << csv.substr(0, 300);
+  o.resume = true;
+  o.jobs = 1;
+  std::ostringstream out2;
+  CHECK(run_sweep(s, o, out2) == 0);
+  CHECK(slurp(dir / "cut" / "results.jsonl") == jsonl);
+  CHECK(slurp(dir / "cut" / "results.csv") == csv);
+  CHECK(out2.str().find("7 plans in") != std::string::npos);
+  CHECK(out2.str().find("5 more were already in results.jsonl") != std::string::npos);
+
+  // Rows of another sweep are refused.
+  const SweepSpec other =
+      parse_sweep(sweep_text(R"({"/plan/tensor_parallel": [1, 2, 4], "/plan/pipeline_parallel": [1, 2], "/plan/micro_batch": [1, 2]})"),
+                  "other.json");
+  CHECK_THROWS_AS(run_sweep(other, o, out2), ScenarioError);
+  fs::remove_all(dir);
+}
