@@ -494,8 +494,8 @@ def plot_scaling(args):
             eff = y / (x / x0 * y0) if y0 > 0 else float("nan")
             if not bigger_is_better(args.y):
                 eff = 1 / eff if eff else float("nan")
-            ax.annotate(f"{100 * eff:.1f}%", (x, y), textcoords="offset points", xytext=(0, 9), ha="center",
-                        fontsize=8, color=colors[s])
+            ax.annotate(f"{100 * eff:.1f}%", (x, y), textcoords="offset points", xytext=(0, -9), ha="center",
+                        va="top", fontsize=8, color=colors[s])
         all_x += xs
         all_y += ys + [y0 * hi / x0]
     for i, s in enumerate(series):
@@ -509,6 +509,7 @@ def plot_scaling(args):
         fail("scaling: every x and y must be positive for log-log axes")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(min(all_y) / 1.4, max(all_y) * 1.3)  # room for the efficiency labels below the points
     ticks = sorted(set(all_x))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticks(ticks)
