@@ -33,6 +33,7 @@ try:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.lines
     from matplotlib.patches import Patch, Rectangle
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 except ImportError:
@@ -314,6 +315,13 @@ def human(v, digits=3):
     return f"{v:.{digits}g}"
 
 
+def log_ticks(axis):
+    """Log-axis ticks at 1, 2, 5 x 10^n labelled 50, 200, 1k (matplotlib picks its own on short ranges)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
+
+
 def count_label(v):
     return f"{v:,.0f}" if v >= 1 and float(v).is_integer() else f"{v:g}"
 
@@ -403,13 +411,13 @@ def scaling_points(args):
             for n, r in enumerate(ok):
                 x = as_number(r.get(xc), f"{path} (row {n + 1})", xc)
                 y = as_number(r.get(yc), f"{path} (row {n + 1})", yc)
-                s = str(r.get(sc)) if sc else ""
+                s = f"{sc.split('/')[-1]}={r.get(sc)}" if sc else ""
                 better = bigger_is_better(yc)
                 if (s, x) not in best or (y > best[(s, x)] if better else y < best[(s, x)]):
                     best[(s, x)] = y  # several plans at one count: the best of them
             points += [(s, x, y, "") for (s, x), y in best.items()]
             x_names.append(xc.split("/")[-1])
-            subjects.append(os.path.basename(os.path.dirname(os.path.abspath(path))) or path)
+            subjects.append(f"sweep {sweep_name(rows, path)}")
         else:
             r = load_report(path)
             if args.x:
@@ -488,8 +496,7 @@ def plot_scaling(args):
         name = s or "simulated"
         ax.plot(xs, ys, "o-", color=colors[s], label=f"{name} (exasim)" if s else "exasim", zorder=3)
         lo, hi = min(xs), max(xs)
-        ax.plot([lo, hi], [y0 * lo / x0, y0 * hi / x0], ":", color=colors[s], alpha=0.8,
-                label=f"{name}: ideal from {count_label(x0)}", zorder=2)
+        ax.plot([lo, hi], [y0 * lo / x0, y0 * hi / x0], ":", color=colors[s], alpha=0.8, zorder=2)
         for x, y in zip(xs, ys):
             eff = y / (x / x0 * y0) if y0 > 0 else float("nan")
             if not bigger_is_better(args.y):
@@ -514,16 +521,21 @@ def plot_scaling(args):
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticks(ticks)
     ax.set_xticklabels([count_label(t) for t in ticks], rotation=30 if len(ticks) > 6 else 0)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
+    log_ticks(ax.yaxis)
     xlabel = " / ".join(x_names)
     ax.set_xlabel(xlabel + " (log)")
     ax.set_ylabel(fig_label(args.y) + " (log)")
     ax.grid(True, which="both", alpha=0.3)
     kind = "Strong" if args.strong else "Weak"
+    if args.title and "weak" not in args.title.lower() and "strong" not in args.title.lower():
+        args.title = f"{kind} scaling: {args.title}"
     title = args.title or (f"{kind} scaling: {fig_label(args.y)} vs {xlabel}" +
                            (f"\n{'; '.join(subjects)}" if subjects else ""))
     ax.set_title(title + "\n(labels: parallel efficiency vs ideal scaling from the smallest point)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(matplotlib.lines.Line2D([], [], ls=":", color="#555555"))
+    labels.append("ideal scaling from each series' smallest point")
+    ax.legend(handles, labels, fontsize=8, loc="upper left")
     return fig
 
 
@@ -601,12 +613,17 @@ def plot_breakdown(args):
 # ---------------------------------------------------------------------------------------------
 # strategies
 # ---------------------------------------------------------------------------------------------
+def hkey(v):
+    """A dimension value as a dict key (list-valued dimensions such as a placement order)."""
+    return json.dumps(v) if isinstance(v, (list, dict)) else v
+
+
 def strategy_cells(rows, path, xc, yc, vc, status_col, maximize):
-    xs = sorted(distinct(r.get(xc) for r in rows if r.get(xc) is not None), key=sort_key)
-    ys = sorted(distinct(r.get(yc) for r in rows if r.get(yc) is not None), key=sort_key)
+    xs = sorted(distinct(hkey(r.get(xc)) for r in rows if r.get(xc) is not None), key=sort_key)
+    ys = sorted(distinct(hkey(r.get(yc)) for r in rows if r.get(yc) is not None), key=sort_key)
     cells = {}
     for n, r in enumerate(rows):
-        key = (r.get(xc), r.get(yc))
+        key = (hkey(r.get(xc)), hkey(r.get(yc)))
         if key[0] is None or key[1] is None:
             continue
         st = status_of(r, status_col)
@@ -631,6 +648,8 @@ def cell_mark(c):
 def draw_strategies(fig, ax, rows, path, xc, yc, vc, status_col, maximize):
     xs, ys, cells = strategy_cells(rows, path, xc, yc, vc, status_col, maximize)
     vals = [c["best"] for c in cells.values() if c["best"] is not None]
+    if not vals:
+        fail(f"{path}: no row with status \"ok\" has both {xc} and {yc}")
     lo, hi = min(vals), max(vals)
     cmap = plt.get_cmap("viridis" if maximize else "viridis_r")
     norm = matplotlib.colors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1)
@@ -703,8 +722,8 @@ def plot_strategies(args):
         yc = rest[0]
     vc = column(rows, args.value, path, "--value column")
     maximize = bigger_is_better(vc) if args.best is None else args.best == "max"
-    xs = {r.get(xc) for r in rows}
-    ys = {r.get(yc) for r in rows}
+    xs = {hkey(r.get(xc)) for r in rows}
+    ys = {hkey(r.get(yc)) for r in rows}
     fig, ax = plt.subplots(figsize=(max(6.0, 1.15 * len(xs) + 3.5), max(4.5, 0.75 * len(ys) + 2.8)))
     counts = draw_strategies(fig, ax, rows, path, xc, yc, vc, args.status_column, maximize)
     total = len(rows)
@@ -779,10 +798,8 @@ def draw_validation(fig, rows, path):
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         if positive:
-            for axis in (ax.xaxis, ax.yaxis):
-                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-                axis.set_minor_locator(NullLocator())
-                axis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
+            log_ticks(ax.xaxis)
+            log_ticks(ax.yaxis)
         ax.set_aspect("equal", adjustable="box")
         ax.set_xlabel(f"published ({unit})")
         ax.set_ylabel(f"predicted ({unit})")

@@ -66,6 +66,14 @@ check_svg "$tmp/strategies.svg"
 grep -q "infeasible" "$tmp/strategies.svg" || fail "no infeasible cell marked"
 grep -q "invalid" "$tmp/strategies.svg" || fail "no invalid cell marked"
 
+# A list-valued dimension (a placement order) is a category like any other.
+printf '%s\n' '{"plan":"a","status":"ok","tokens_per_s":10,"/plan/placement":["tensor","data"],"/plan/tensor_parallel":1}' \
+  '{"plan":"b","status":"ok","tokens_per_s":20,"/plan/placement":["data","tensor"],"/plan/tensor_parallel":2}' \
+  '{"plan":"c","status":"invalid","reason":"x","/plan/placement":["data","tensor"],"/plan/tensor_parallel":1}' \
+  > "$tmp/placement.jsonl"
+plot strategies "$tmp/placement.jsonl" --out "$tmp/placement.png"
+check_png "$tmp/placement.png"
+
 # validation: predicted vs published; the not-expressible row is listed, not plotted.
 plot validation "$data/validation.json" --out "$tmp/validation.png"
 check_png "$tmp/validation.png"
