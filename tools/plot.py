@@ -809,13 +809,14 @@ def draw_validation(fig, rows, path):
     for ax in list(axes.flat)[len(units):]:
         ax.set_visible(False)
     cases = distinct(r["case"] for r in rows)
-    fig.suptitle(f"exasim predictions vs published measurements: {len(shown)} figures of {len(cases)} cases; "
-                 f"{within} of {preds} predictions within ±10 %", fontsize=10)
+    fig.suptitle(f"exasim predictions vs published measurements\n{len(shown)} figure(s) of {len(cases)} case(s); "
+                 f"{within} of {preds} prediction(s) within ±10 %", fontsize=10)
     if hidden:
-        lines = ["Not expressible (not plotted): " + "; ".join(
-            f"{r['case']} {r['figure']}" + (f" ({r['reason']})" if r.get("reason") else "") for r in hidden)]
-        text = "\n".join(textwrap.fill(l, 150) for l in lines)
-        fig.text(0.01, -0.01, text, fontsize=7, va="top", ha="left", wrap=True)
+        width = max(60, int(fig.get_figwidth() * 17))  # characters of 7-point text across the figure
+        lines = [f"Not expressible, not plotted ({len(hidden)}):"] + [
+            textwrap.fill(f"- {r['case']} {r['figure']}" + (f": {r['reason']}" if r.get("reason") else ""), width,
+                          subsequent_indent="  ") for r in hidden]
+        fig.text(0.01, -0.01, "\n".join(lines), fontsize=7, va="top", ha="left")
     return len(units)
 
 
