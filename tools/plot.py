@@ -603,10 +603,13 @@ def plot_breakdown(args):
     reports = [load_report(p) for p in args.inputs]
     fig, ax = plt.subplots(figsize=(max(6.5, 1.5 * len(reports) + 3), 5.4))
     draw_breakdown(ax, reports)
-    machines = distinct(str(lookup(r, "/machine/name")) for r in reports if lookup(r, "/machine/name") is not _MISSING)
-    ax.set_title(args.title or "Where a simulated training step's time goes" +
-                 (f"\n{', '.join(machines)}" if machines else "") + "; labels: step time", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    def names(ptr):
+        return distinct(str(lookup(r, ptr)) for r in reports if lookup(r, ptr) is not _MISSING)
+    subject = " on ".join(t for t in (", ".join(names("/model/name")), ", ".join(names("/machine/name"))) if t)
+    ax.set_title(args.title or "Where a simulated training step's time goes (labels: step time)" +
+                 (f"\n{subject}" if subject else ""), fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()  # top to bottom, as the bars stack
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
