@@ -1077,6 +1077,9 @@ def report_main(argv):
     except InputError as e:
         sys.stderr.write(f"exasim report: error: {e}\n")
         return 2
+    except OSError as e:
+        sys.stderr.write(f"exasim report: error: cannot write {args.out}: {e}\n")
+        return 1
     print(f"wrote {args.out}")
     return 0
 
@@ -1123,6 +1126,9 @@ def plot_main(argv):
     except InputError as e:
         sys.stderr.write(f"exasim plot {args.kind}: error: {e}\n")
         return 2
+    except OSError as e:
+        sys.stderr.write(f"exasim plot {args.kind}: error: cannot write {args.out}: {e}\n")
+        return 1
     print(f"wrote {args.out}")
     return 0
 
