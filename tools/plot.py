@@ -640,12 +640,11 @@ def strategy_cells(rows, path, xc, yc, vc, status_col, maximize):
 
 
 def cell_mark(c):
+    """What a cell without an ok plan shows: its plans' statuses (infeasible, invalid, error or a mix)."""
     if c is None:
         return "no plan"
-    for st in STATUSES[1:]:
-        if st in c["statuses"]:
-            return st
-    return "no plan"
+    marks = [st for st in STATUSES[1:] if st in c["statuses"]]
+    return "/".join(marks) if marks else "no plan"
 
 
 def draw_strategies(fig, ax, rows, path, xc, yc, vc, status_col, maximize):
@@ -655,7 +654,9 @@ def draw_strategies(fig, ax, rows, path, xc, yc, vc, status_col, maximize):
         fail(f"{path}: no row with status \"ok\" has both {xc} and {yc}")
     lo, hi = min(vals), max(vals)
     cmap = plt.get_cmap("viridis" if maximize else "viridis_r")
-    norm = matplotlib.colors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1)
+    if hi <= lo:  # one value: a scale around it
+        lo, hi = lo - (abs(lo) * 0.1 or 1), hi + (abs(hi) * 0.1 or 1)
+    norm = matplotlib.colors.Normalize(vmin=lo, vmax=hi)
     best_val = max(vals) if maximize else min(vals)
     hatches = {"infeasible": "xx", "invalid": "//", "error": "..", "no plan": ""}
     for j, yv in enumerate(ys):
@@ -673,7 +674,7 @@ def draw_strategies(fig, ax, rows, path, xc, yc, vc, status_col, maximize):
             else:
                 mark = cell_mark(c)
                 ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor="#eeeeee" if mark != "no plan" else "white",
-                                       edgecolor="#999999", hatch=hatches[mark], lw=0.8))
+                                       edgecolor="#999999", hatch=hatches.get(mark.split("/")[0], ""), lw=0.8))
                 ax.text(i, j, mark, ha="center", va="center", fontsize=8, color="#444444",
                         bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
     ax.set_xlim(-0.5, len(xs) - 0.5)
