@@ -1,11 +1,13 @@
 // exasim command line: run a scenario, validate against published cases, list scenarios.
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -53,7 +55,13 @@ int usage(int code) {
                "      measures this host's kernels into a host profile (default FILE: profiles/host-<cpu>.json)\n"
                "  exasim validate [--json] [--profile FILE]\n"
                "      compares predictions with published measurements\n"
-               "  exasim list                lists the embedded scenarios\n";
+               "  exasim list                lists the embedded scenarios\n"
+               "  exasim plot KIND INPUT... --out FILE.png|.svg [options]\n"
+               "      KIND: scaling (report.json files or a sweep's results), breakdown (report.json files),\n"
+               "      strategies (a sweep's results.jsonl/.csv), validation (exasim validate --json output);\n"
+               "      exasim plot KIND --help lists the options (python3 with matplotlib)\n"
+               "  exasim report DIR --out FILE.html\n"
+               "      one self-contained HTML page for DIR/report.json (and DIR/results.jsonl, DIR/validation.json)\n";
   return code;
 }
 
@@ -250,6 +258,45 @@ int cmd_sweep(const std::vector<std::string>& args) {
   return run_sweep(spec, o, std::cout);
 }
 
+// `plot` and `report` run the embedded tools/plot.py as `python3 -c <script> plot|report ARGS` and
+// return its exit status. The script exits 3 when its python3 lacks matplotlib; then the next
+// interpreter is tried: $EXASIM_PYTHON if set, else python3 on the PATH, then Debian's /usr/bin/python3.
+int cmd_python(const std::string& sub, const std::vector<std::string>& args) {
+  const std::string& script = embedded_files().at("tools/plot.py");
+  std::vector<std::string> tried;
+  const char* env = std::getenv("EXASIM_PYTHON");
+  const std::vector<std::string> pythons =
+      env && *env ? std::vector<std::string>{env} : std::vector<std::string>{"python3", "/usr/bin/python3"};
+  for (const std::string& py : pythons) {
+    std::vector<std::string> argv_s{py, "-c", script, sub};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::cout.flush();
+    std::cerr.flush();
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      setenv("EXASIM_PYTHON_PROBE", "1", 1);
+      execvp(argv[0], argv.data());
+      _exit(127);  // not found: the parent tries the next one
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+      if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    const int code = WEXITSTATUS(status);
+    if (code != 3 && code != 127) return code;
+    tried.push_back(py + (code == 127 ? " (not found)" : " (no matplotlib)"));
+  }
+  std::cerr << "exasim " << sub << ": needs python3 with matplotlib (Debian: python3-matplotlib, installed by "
+            << "tools/setup; or set EXASIM_PYTHON); tried:";
+  for (const auto& t : tried) std::cerr << " " << t;
+  std::cerr << "\n";
+  return 1;
+}
+
 int cmd_list() {
   for (const auto& [path, text] : embedded_files())
     if (path.rfind("scenarios/", 0) == 0 && path.rfind("scenarios/validation/", 0) != 0) std::cout << path << "\n";
@@ -268,6 +315,7 @@ int main(int argc, char** argv) {
     if (cmd == "calibrate") return cmd_calibrate(args);
     if (cmd == "sweep") return cmd_sweep(args);
     if (cmd == "list") return cmd_list();
+    if (cmd == "plot" || cmd == "report") return cmd_python(cmd, args);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") return usage(0);
     return usage(2);
   } catch (const ScenarioError& e) {
