@@ -55,7 +55,7 @@ int usage(int code) {
                "      measures this host's kernels into a host profile (default FILE: profiles/host-<cpu>.json)\n"
                "  exasim validate [--json] [--profile FILE]\n"
                "      compares predictions with published measurements\n"
-               "  exasim list                lists the embedded scenarios\n"
+               "  exasim list                lists the embedded scenarios and sweep files\n"
                "  exasim plot KIND INPUT... --out FILE.png|.svg [options]\n"
                "      KIND: scaling (report.json files or a sweep's results), breakdown (report.json files),\n"
                "      strategies (a sweep's results.jsonl/.csv), validation (exasim validate --json output);\n"
@@ -297,9 +297,14 @@ int cmd_python(const std::string& sub, const std::vector<std::string>& args) {
   return 1;
 }
 
+// The embedded scenarios (for `run`), then the sweep files (for `sweep`).
 int cmd_list() {
+  auto under = [](const std::string& path, const char* dir) { return path.rfind(dir, 0) == 0; };
   for (const auto& [path, text] : embedded_files())
-    if (path.rfind("scenarios/", 0) == 0 && path.rfind("scenarios/validation/", 0) != 0) std::cout << path << "\n";
+    if (under(path, "scenarios/") && !under(path, "scenarios/validation/") && !under(path, "scenarios/sweeps/"))
+      std::cout << path << "\n";
+  for (const auto& [path, text] : embedded_files())
+    if (under(path, "scenarios/sweeps/")) std::cout << path << "  (sweep)\n";
   return 0;
 }
 

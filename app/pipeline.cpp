@@ -23,12 +23,21 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   const ProfileCostModel cost(device_profile_of(m), o.host);
   p.cost_model = cost.describe();
   if (sc.plan_kind == Scenario::PlanKind::moda) {
-    MoeWorkload mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
+    MoeWorkload mw;
+    try {
+      mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
+    } catch (const DoesNotFitError& e) {
+      throw DoesNotFitError(sc.file + ": /plan: " + e.what());
+    }
     p.workload = std::move(mw.workload);
     p.moda = mw.placement;
     p.ranks = mw.placement.ranks;
     p.parameters = mw.parameters;
-    p.memory = mw.memory;
+    p.memory.parameters_bytes = mw.memory.parameters_bytes;
+    p.memory.gradients_bytes = mw.memory.gradients_bytes;
+    p.memory.optimizer_state_bytes = mw.memory.optimizer_state_bytes;
+    p.memory.activations_bytes = mw.memory.activations_bytes;
+    p.memory.total_bytes = mw.memory.total_bytes();
     p.executed_flops = mw.executed_flops_per_rank * p.ranks;
     p.model_flops = mw.model_flops_per_rank * p.ranks;
     p.tokens_per_s = mw.tokens_per_step;  // divided by the step time below
@@ -47,6 +56,16 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     p.executed_flops = tw.executed_flops;
     p.model_flops = tw.model_flops;
     p.tokens_per_s = tw.tokens_per_step;
+    p.memory = tw.memory;
+    // A plan that does not fit is refused with its numbers, never simulated as if it fitted.
+    if (!o.memory_only)
+      if (auto short_by = memory_shortfall(p.memory, m.memory_bytes, m.device_word()))
+        throw DoesNotFitError(fmt::format(
+            "{}: /plan: the plan does not fit: {} (pipeline stage {}: parameters {:.1f}, gradients {:.1f}, "
+            "optimizer state {:.1f}, activations {:.1f}, embedding and logits {:.1f}, communication buffers {:.1f} GB)",
+            sc.file, *short_by, p.memory.stage, p.memory.parameters_bytes / 1e9, p.memory.gradients_bytes / 1e9,
+            p.memory.optimizer_state_bytes / 1e9, p.memory.activations_bytes / 1e9,
+            p.memory.embedding_logits_bytes / 1e9, p.memory.communication_buffers_bytes / 1e9));
   }
   if (o.memory_only) return p;
   EngineOptions opt;
@@ -163,13 +182,20 @@ nlohmann::json report_json(const Prediction& p) {
                     {"backward_communication", part(b.backward_communication_s)},
                     {"optimizer", part(b.optimizer_s)},
                     {"idle", part(b.idle_s)}};
-  const MemoryPerNode& mem = p.memory;
-  r["memory_per_node_bytes"] = {{"parameters", mem.parameters_bytes},
-                                {"gradients", mem.gradients_bytes},
-                                {"optimizer_state", mem.optimizer_state_bytes},
-                                {"activations", mem.activations_bytes},
-                                {"total", mem.total_bytes()},
-                                {"capacity", sc.machine.memory_bytes}};
+  const DeviceMemory& mem = p.memory;
+  r["memory_per_device_bytes"] = {
+      {"pipeline_stage", mem.stage},
+      {"parameters", mem.parameters_bytes},
+      {"gradients", mem.gradients_bytes},
+      {"optimizer_state", mem.optimizer_state_bytes},
+      {"model_state", mem.parameters_bytes + mem.gradients_bytes + mem.optimizer_state_bytes},
+      {"activations", mem.activations_bytes},
+      {"embedding_logits", mem.embedding_logits_bytes},
+      {"communication_buffers", mem.communication_buffers_bytes},
+      {"total", mem.total_bytes},
+      {"capacity", sc.machine.memory_bytes},
+      {"host_optimizer_state", mem.host_optimizer_state_bytes},
+      {"in_flight_micro_batches", mem.in_flight_micro_batches}};
   json cp = json::array();
   for (size_t i = 0; i < p.critical.size() && i < 10; ++i) {
     const auto& c = p.critical[i];
@@ -257,10 +283,14 @@ std::string summary_text(const Prediction& p) {
   line("backward communication", b.backward_communication_s);
   line("optimizer", b.optimizer_s);
   if (b.idle_s > 0) line("idle", b.idle_s);
-  const MemoryPerNode& m = p.memory;
-  s += fmt::format("  memory per node    {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f})\n",
-                   m.total_bytes() / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,
+  const DeviceMemory& m = p.memory;
+  s += fmt::format("  memory per {:<7} {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}",
+                   sc.machine.device_word(), m.total_bytes / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,
                    m.gradients_bytes / 1e9, m.optimizer_state_bytes / 1e9, m.activations_bytes / 1e9);
+  if (m.embedding_logits_bytes + m.communication_buffers_bytes > 0)
+    s += fmt::format(", embedding and logits {:.1f}, buffers {:.1f}", m.embedding_logits_bytes / 1e9,
+                     m.communication_buffers_bytes / 1e9);
+  s += ")\n";
   s += fmt::format("  compute costs      {} mapped onto {}\n", p.host_efficiency, sc.machine.device_name);
   for (const KernelClassUse& u : p.compute_use)
     s += fmt::format("    {:<24} {:9.4f} s  mean efficiency {:5.1f} % of the device's {}\n", to_string(u.kernel_class),

@@ -22,7 +22,7 @@ struct Prediction {
   int ranks = 0;
   double parameters = 0;          // the whole model
   std::optional<Placement> moda;  // MoDa scenarios: the layout's replicas and supernodes
-  MemoryPerNode memory;           // per device (MoDa scenarios so far)
+  DeviceMemory memory;            // per device: the worst pipeline stage's (models/memory_model.hpp)
   SimResult sim;
   bool analytic = false;  // sim came from the analytic estimate
   Breakdown breakdown;
@@ -38,12 +38,6 @@ struct Prediction {
   double tokens_per_s = 0;
 };
 
-// A plan the memory model refuses (it does not fit in a device's memory): predict() throws it
-// with the reason; `exasim sweep` records such a plan as "infeasible".
-struct InfeasiblePlan : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct PredictOptions {
   // analytic: the closed-form estimate on the same step graphs (sim/analytic.hpp) instead of
   // the simulation; for pruning sweeps.
@@ -55,7 +49,9 @@ struct PredictOptions {
   std::shared_ptr<const HostEfficiency> host;
 };
 
-// Throws ScenarioError, InfeasiblePlan, DoesNotFitError or std::runtime_error (engine).
+// Throws ScenarioError (a plan that cannot be laid out), DoesNotFitError (a plan that does not fit
+// in a device's memory: never simulated; `exasim sweep` records it as "infeasible" with the
+// reason) or std::runtime_error (engine).
 Prediction predict(const Scenario& sc, const PredictOptions& o);
 
 nlohmann::json report_json(const Prediction& p);

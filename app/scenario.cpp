@@ -751,6 +751,9 @@ void validate_general(const Reader& r, const Scenario& s) {
   if (p.virtual_stages == 1 && p.schedule == PipelineSchedule::interleaved)
     r.fail("/plan/virtual_stages", "expected at least 2 model chunks per device under the interleaved schedule (with 1 "
                                    "it is 1F1B: use \"schedule\": \"1f1b\")");
+  if (p.virtual_stages > 1 && p.pipeline == 1)
+    r.fail("/plan/virtual_stages", "expected 1 without pipeline parallelism (pipeline_parallel 1): model chunks are "
+                                   "interleaved across pipeline stages");
   if (p.virtual_stages > 1 && p.schedule != PipelineSchedule::interleaved)
     r.fail("/plan/virtual_stages", "expected 1: " + num(p.virtual_stages) +
                                        " model chunks per device need \"schedule\": \"interleaved\"");

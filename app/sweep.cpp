@@ -476,8 +476,6 @@ std::string reason_of(const ScenarioError& e) {
   const std::string mode = po.analytic ? "analytic" : "simulated";
   try {
     row = ok_row(s, plan, predict(sc, po));
-  } catch (const InfeasiblePlan& e) {
-    row = failed_row(s, plan, "infeasible", e.what(), mode);
   } catch (const DoesNotFitError& e) {
     row = failed_row(s, plan, "infeasible", e.what(), mode);
   } catch (const ScenarioError& e) {

@@ -63,7 +63,10 @@ nlohmann::json predict_in_child(const Scenario& sc, const PredictOptions& o) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (msg.rfind("ok ", 0) == 0) return nlohmann::json::parse(msg.substr(3));
-  if (msg.rfind("error ", 0) == 0) throw std::runtime_error(sc.file + ": " + msg.substr(6));
+  if (msg.rfind("error ", 0) == 0) {
+    const std::string what = msg.substr(6);  // most errors name the scenario file already
+    throw std::runtime_error(what.rfind(sc.file, 0) == 0 ? what : sc.file + ": " + what);
+  }
   throw std::runtime_error(sc.file + ": the simulation process died (status " + std::to_string(status) + ")");
 }
 

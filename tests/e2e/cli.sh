@@ -12,7 +12,7 @@ python3 - "$tmp/a/report.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for k in ["step_time_s", "executed_flops", "sustained_pflops", "model_flops", "model_pflops", "tokens_per_s",
-          "breakdown", "memory_per_node_bytes", "critical_path", "sim", "assumptions"]:
+          "breakdown", "memory_per_device_bytes", "critical_path", "sim", "assumptions"]:
     assert k in r, k
 assert r["sim"]["fidelity"] == "folded" and r["sim"]["represented_ranks"] == 96000
 assert r["step_time_s"] > 0

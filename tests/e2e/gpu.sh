@@ -37,3 +37,20 @@ assert t["step_time_s"] > 0 and t["plan"]["devices"] == 16, t["step_time_s"]
 assert t["machine"]["family"] == "torus" and t["machine"]["torus_x"] == 32 and t["machine"]["device_word"] == "chip", t["machine"]
 print("e2e gpu: ok", a["step_time_s"], f["step_time_s"], t["step_time_s"])
 PY
+# A plan that does not fit: GPT 145.6B over one DGX node (t = 8, p = 1, d = 1) needs far more than
+# 80 GB per GPU; it is refused with the numbers (exit 2, file and JSON path), nothing is written.
+python3 - "$tmp/big.json" <<'PY'
+import json, sys
+s = json.load(open("scenarios/megatron/gpt-145.6b.json"))
+s["plan"].update({"data_parallel": 1, "pipeline_parallel": 1, "virtual_stages": 1, "schedule": "1f1b", "global_batch": 2})
+json.dump(s, open(sys.argv[1], "w"))
+PY
+set +e
+"$exe" run "$tmp/big.json" --out "$tmp/big" > /dev/null 2> "$tmp/big.err"
+rc=$?
+set -e
+[ "$rc" = 2 ] || { echo "expected exit 2 for a plan that does not fit, got $rc"; cat "$tmp/big.err"; exit 1; }
+grep -q "$tmp/big.json: /plan: the plan does not fit: needs [0-9.]* GB per GPU, has 80.0 GB" "$tmp/big.err" \
+  || { echo "unexpected message:"; cat "$tmp/big.err"; exit 1; }
+[ ! -e "$tmp/big" ] || { echo "an infeasible plan wrote $tmp/big"; exit 1; }
+echo "e2e gpu: infeasible plan refused: $(cat "$tmp/big.err")"

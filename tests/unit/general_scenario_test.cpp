@@ -69,6 +69,7 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
       {"/plan/global_batch", 24, "/plan/global_batch", "multiple of pipeline_parallel"},
       {"/plan/schedule", "1f1b", "/plan/virtual_stages", "interleaved"},
       {"/plan/virtual_stages", 1, "/plan/virtual_stages", "at least 2 model chunks"},
+      {"/plan/pipeline_parallel", 1, "/plan/virtual_stages", "without pipeline parallelism"},
       {"/plan/zero_stage", 4, "/plan/zero_stage", "0, 1, 2 or 3"},
       {"/plan/recompute", "some", "/plan/recompute", "\"none\", \"selective\", \"full\""},
       {"/plan/placement", json::array({"tensor", "tensor", "data"}), "/plan/placement/1", "each once"},

@@ -166,7 +166,7 @@ TEST_CASE("in-flight micro-batches per schedule: GPipe m, 1F1B min(p - stage, m)
   CHECK(d.in_flight_micro_batches == 4);
 }
 
-TEST_CASE("GPT-3 175B: one GPU needs far more than 80 GB; Megatron's t = 8, p = 16 plan fits") {
+TEST_CASE("GPT-3 175B: one GPU needs far more than 80 GB, Megatron's t = 8, p = 16 plan fits") {
   const ModelSpec m = gpt3_175b();
   const TrainingSpec t = training(2048);
   const DeviceMemory alone = device_memory(m, t, plan(1, 1, 1, 1, 1, Recompute::full), 0);
@@ -199,7 +199,7 @@ TEST_CASE("GPT-3 175B: one GPU needs far more than 80 GB; Megatron's t = 8, p = 
   }
 }
 
-TEST_CASE("the transformer workload carries its worst stage's memory; its gradients match the graph's reduction") {
+TEST_CASE("the transformer workload carries its worst stage's memory, its gradients match the graph's reduction") {
   const ModelSpec m = small_gpt();
   struct Case {
     TensorMode mode;

@@ -144,7 +144,7 @@ TEST_CASE("host profile error: a kernel missing at a precision") {
   CHECK(contains(e, "expected an entry for kernel \"softmax\" at fp64"));
 }
 
-TEST_CASE("host profile error: grids must be complete and in order; values positive") {
+TEST_CASE("host profile error: grids must be complete and in order, values positive") {
   json j = synthetic_json();
   j["kernels"][0]["points"].erase(size_t(0));
   CHECK(contains(error_of(j), "points (the full grid)"));

@@ -128,7 +128,7 @@ TEST_CASE("one layer's tensor-parallel collectives in every mode, counted by han
   }
 }
 
-TEST_CASE("model FLOPs equal Megatron's Eq. 3 in every tensor mode; shards are 1/P of the work") {
+TEST_CASE("model FLOPs equal Megatron's Eq. 3 in every tensor mode, shards are 1/P of the work") {
   const ModelSpec m = gpt(4, 256);
   const double B = 16, s = 32, l = 4, hh = 64, V = 256;
   const double eq3 = 96 * B * s * l * hh * hh * (1 + s / (6 * hh) + V / (16 * l * hh));

@@ -100,7 +100,7 @@ TEST_CASE("one linear's collectives reproduce the table's bandwidth and latency 
   }
 }
 
-TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs; collectives by hand") {
+TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs, collectives by hand") {
   const double T = 64, din = 32, dout = 48;
   auto flops = [](const KernelShape& s) { return 2.0 * s.dims[0] * s.dims[1] * s.dims[2] * s.batch; };
   const double full = 2 * T * din * dout;
@@ -141,7 +141,7 @@ TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs; collect
   }
 }
 
-TEST_CASE("placement builds every tensor role; each tensor group is covered once per role") {
+TEST_CASE("placement builds every tensor role, each tensor group is covered once per role") {
   struct Case {
     TensorMode mode;
     int tensor, depth;

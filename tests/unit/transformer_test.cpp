@@ -132,7 +132,7 @@ TEST_CASE("placement: Megatron's order puts a tensor group on adjacent devices a
   CHECK_THROWS_AS(place_plan(p, w3), std::invalid_argument);
 }
 
-TEST_CASE("model FLOPs with full recomputation equal Megatron-LM's Eq. 3; parameters its Eq. 2") {
+TEST_CASE("model FLOPs with full recomputation equal Megatron-LM's Eq. 3, parameters its Eq. 2") {
   const ModelSpec m = gpt(8, 64, 4, 256);
   const TrainingSpec t = half(32);
   const double B = 16, s = 32, l = 8, h = 64, V = 256;
@@ -153,7 +153,7 @@ TEST_CASE("model FLOPs with full recomputation equal Megatron-LM's Eq. 3; parame
   CHECK(none.model_flops == doctest::Approx(72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V));
 }
 
-TEST_CASE("interleaving splits the layers into chunks; each send has one receive with its tag in the next stage") {
+TEST_CASE("interleaving splits the layers into chunks, each send has one receive with its tag in the next stage") {
   const ModelSpec m = gpt(8);
   ParallelPlan p = plan(1, 2, 2, 1, 4);
   p.schedule = PipelineSchedule::interleaved;
