@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -477,7 +478,10 @@ std::string reason_of(const ScenarioError& e) {
   try {
     row = ok_row(s, plan, predict(sc, po));
   } catch (const DoesNotFitError& e) {
-    row = failed_row(s, plan, "infeasible", e.what(), mode);
+    // The row names its plan already: the reason starts at the JSON path.
+    std::string why = e.what();
+    if (why.rfind(sc.file + ": ", 0) == 0) why.erase(0, sc.file.size() + 2);
+    row = failed_row(s, plan, "infeasible", why, mode);
   } catch (const ScenarioError& e) {
     row = failed_row(s, plan, "invalid", reason_of(e), mode);
   } catch (const std::exception& e) {
@@ -735,15 +739,34 @@ void SweepRun::summary(std::ostream& out, size_t resumed) {
   for (const char* k : {"ok", "invalid", "infeasible", "error"})
     counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, counts_.count(k) ? counts_.at(k) : 0);
   out << "  " << counts << "\n";
+  // Reasons that differ only in their numbers ("needs 97.3 GB per GPU" / "needs 120.1 GB per GPU")
+  // count as one, shown with its first example.
+  auto numbers_blanked = [](const std::string& why) {
+    std::string k;
+    for (size_t i = 0; i < why.size(); ++i) {
+      if (std::isdigit(static_cast<unsigned char>(why[i]))) {
+        while (i + 1 < why.size() && (std::isdigit(static_cast<unsigned char>(why[i + 1])) || why[i + 1] == '.')) ++i;
+        k += '#';
+      } else {
+        k += why[i];
+      }
+    }
+    return k;
+  };
   for (const char* status : {"invalid", "infeasible", "error"}) {
-    std::map<std::string, size_t> reasons;
+    std::map<std::string, std::pair<size_t, std::string>> reasons;  // blanked -> (count, first example)
     for (const auto& [id, r] : rows_)
-      if (r["status"] == status) ++reasons[r.value("reason", "")];
+      if (r["status"] == status) {
+        const std::string why = r.value("reason", "");
+        auto [it, fresh] = reasons.emplace(numbers_blanked(why), std::make_pair(size_t{0}, why));
+        ++it->second.first;
+      }
     std::vector<std::pair<size_t, std::string>> v;
-    for (const auto& [why, n] : reasons) v.push_back({n, why});
+    for (const auto& [kind, n_example] : reasons) v.push_back(n_example);
     std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     if (!v.empty()) out << fmt::format("  most common {} reasons:\n", status);
-    for (size_t i = 0; i < v.size() && i < 3; ++i) out << fmt::format("    {:4} x {}\n", v[i].first, v[i].second);
+    for (size_t i = 0; i < v.size() && i < 3; ++i)
+      out << fmt::format("    {:4} x {}{}\n", v[i].first, v[i].first > 1 ? "like " : "", v[i].second);
   }
   const auto best = ranked(false);
   if (!best.empty()) {
