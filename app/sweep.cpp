@@ -148,7 +148,8 @@ std::string unknown_pointer_reason(const SweepSpec& s, const std::string& pointe
 
 size_t SweepSpec::plan_count() const {
   size_t n = 1;
-  for (const auto& d : dimensions) n *= d.values.size();
+  for (const auto& d : dimensions)
+    if (d.leader < 0) n *= d.values.size();
   return n;
 }
 
@@ -226,9 +227,9 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
   if (!root.is_object()) throw ScenarioError(file, "", "expected a sweep object {name, base, dimensions, rank_by}");
   for (const auto& it : root.items())
     if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "dimensions" &&
-        it.key() != "rank_by")
+        it.key() != "rank_by" && it.key() != "validation")
       throw ScenarioError(file, "/" + escape_token(it.key()),
-                          "unknown key (expected one of: name, description, base, dimensions, rank_by)");
+                          "unknown key (expected one of: name, description, base, dimensions, rank_by, validation)");
   if (auto it = root.find("name"); it != root.end()) {
     if (!it->is_string() || it->get<std::string>().empty())
       throw ScenarioError(file, "/name", "expected a non-empty string, got " + type_name(*it));
@@ -261,7 +262,33 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
       }
     if (!syntax_ok)
       throw ScenarioError(file, path, "expected a JSON pointer into the scenario such as \"/plan/tensor_parallel\"");
-    SweepDimension d{ptr, expand_dimension(it.value(), file, path)};
+    SweepDimension d;
+    d.pointer = ptr;
+    const ojson& v = it.value();
+    if (v.is_object() && v.contains("with")) {
+      // Linked: {"with": an earlier free dimension, "values": as many values as it has}.
+      for (const auto& k : v.items())
+        if (k.key() != "with" && k.key() != "values")
+          throw ScenarioError(file, path + "/" + escape_token(k.key()), "unknown key (expected one of: with, values)");
+      const ojson& w = v["with"];
+      int lead = -1;
+      for (size_t i = 0; i < s.dimensions.size(); ++i)
+        if (w.is_string() && s.dimensions[i].pointer == w.get<std::string>() && s.dimensions[i].leader < 0)
+          lead = static_cast<int>(i);
+      if (lead < 0)
+        throw ScenarioError(file, path + "/with",
+                            "expected the pointer of an earlier dimension that is not itself linked, got " + w.dump());
+      if (!v.contains("values")) throw ScenarioError(file, path, "expected \"values\" beside \"with\"");
+      d.values = expand_dimension(v["values"], file, path + "/values");
+      const size_t want = s.dimensions[lead].values.size();
+      if (d.values.size() != want)
+        throw ScenarioError(file, path + "/values",
+                            "expected " + std::to_string(want) + " values, one per value of " + w.get<std::string>() +
+                                ", got " + std::to_string(d.values.size()));
+      d.leader = lead;
+    } else {
+      d.values = expand_dimension(v, file, path);
+    }
     const std::string unknown = unknown_pointer_reason(s, ptr, json::parse(d.values.front().dump()));
     if (!unknown.empty())
       throw ScenarioError(file, path, "expected a pointer to a value of the base scenario " + s.base_file + " (" + unknown + ")");
@@ -269,6 +296,7 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
   }
   size_t n = 1;
   for (const auto& d : s.dimensions) {
+    if (d.leader >= 0) continue;
     if (n > kMaxPlans / d.values.size())
       throw ScenarioError(file, "/dimensions", "expected at most " + std::to_string(kMaxPlans) + " plans in all");
     n *= d.values.size();
@@ -280,6 +308,13 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
     if (!it->is_string() || std::find(f.begin(), f.end(), it->get<std::string>()) == f.end())
       throw ScenarioError(file, "/rank_by", "expected one of: " + list + ", got " + it->dump());
     s.rank_by = it->get<std::string>();
+  }
+  if (auto it = root.find("validation"); it != root.end()) {
+    const std::string id = it->is_string() ? it->get<std::string>() : std::string();
+    if (id.empty() || !embedded_files().count("scenarios/validation/" + id + ".json"))
+      throw ScenarioError(file, "/validation",
+                          "expected the id of a validation case (scenarios/validation/ID.json), got " + it->dump());
+    s.validation = id;
   }
   return s;
 }
@@ -297,9 +332,12 @@ SweepSpec load_sweep(const std::string& arg) {
 std::vector<size_t> plan_indices(const SweepSpec& s, size_t plan) {
   std::vector<size_t> idx(s.dimensions.size());
   for (size_t i = s.dimensions.size(); i-- > 0;) {
+    if (s.dimensions[i].leader >= 0) continue;
     idx[i] = plan % s.dimensions[i].values.size();
     plan /= s.dimensions[i].values.size();
   }
+  for (size_t i = 0; i < s.dimensions.size(); ++i)
+    if (s.dimensions[i].leader >= 0) idx[i] = idx[s.dimensions[i].leader];
   return idx;
 }
 
@@ -591,6 +629,22 @@ void SweepRun::prepare() {
     write_whole(csv_fd_, csv_header(s_), csv_path_);
     fsync(csv_fd_);
   }
+  // What the rows came from, for readers of the folder (exasim plot, exasim report).
+  ojson meta = ojson::object();
+  meta["name"] = s_.name;
+  meta["file"] = s_.file;
+  meta["base"] = s_.base_file;
+  meta["plans"] = s_.plan_count();
+  meta["rank_by"] = s_.rank_by;
+  ojson dims = ojson::array();
+  for (const auto& d : s_.dimensions) {
+    ojson j = {{"pointer", d.pointer}, {"values", d.values}};
+    if (d.leader >= 0) j["with"] = s_.dimensions[d.leader].pointer;
+    dims.push_back(j);
+  }
+  meta["dimensions"] = dims;
+  if (!s_.validation.empty()) meta["validation"] = s_.validation;
+  write_files_atomically(o_.out_dir, {{"sweep.json", meta.dump(1) + "\n"}});
 }
 
 // One row, appended whole to both files (one write each on an O_APPEND descriptor, then fsync).

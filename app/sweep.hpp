@@ -6,9 +6,16 @@
 //   {"name": "...", "base": "scenario name, path or inline object",
 //    "dimensions": {"/plan/tensor_parallel": [1, 2, 4],                 -- a JSON pointer: values
 //                   "/plan/devices": {"from": 64, "to": 1024, "times": 2},  -- 64, 128, ... 1024
-//                   "/plan/micro_batch": {"from": 1, "to": 4, "step": 1}},
-//    "rank_by": "tokens_per_s"}
+//                   "/plan/micro_batch": {"from": 1, "to": 4, "step": 1},
+//                   "/model/experts_per_layer": {"with": "/plan/devices", "values": [25, 50, 100, 200, 400]}},
+//    "rank_by": "tokens_per_s",
+//    "validation": "bagualu-weak-scaling"}
 // Plan ids enumerate the product with the first dimension outermost (the last one varies fastest).
+// A dimension written {"with": POINTER, "values": [...]} is linked: it adds no plans but takes its
+// i-th value whenever the earlier dimension POINTER takes its i-th (a weak-scaling study grows the
+// model with the machine). "validation" names the published case (scenarios/validation/CASE.json)
+// that the results are compared with; `exasim sweep` records it in DIR/sweep.json, where
+// `exasim plot scaling` finds it and draws the published points.
 #pragma once
 #include <cstddef>
 #include <nlohmann/json.hpp>
@@ -25,6 +32,7 @@ using ojson = nlohmann::ordered_json;  // rows keep their columns' order
 struct SweepDimension {
   std::string pointer;         // into the scenario, e.g. "/plan/tensor_parallel"
   std::vector<ojson> values;   // the list, or the range written out
+  int leader = -1;             // linked: the index of the dimension whose value index it takes
 };
 
 struct SweepSpec {
@@ -34,7 +42,8 @@ struct SweepSpec {
   nlohmann::json base;    // the base scenario's JSON
   std::vector<SweepDimension> dimensions;
   std::string rank_by = "tokens_per_s";
-  size_t plan_count() const;
+  std::string validation;  // a validation case id, or empty
+  size_t plan_count() const;  // the product of the free (not linked) dimensions' sizes
 };
 
 // The row fields a sweep may rank by; smaller is better for step_time_s, larger for the others.
@@ -51,7 +60,7 @@ SweepSpec load_sweep(const std::string& arg);  // a file, or an embedded sweep b
 // "step"}. `path` is the dimension's JSON path in the sweep file (for errors).
 std::vector<ojson> expand_dimension(const ojson& v, const std::string& file, const std::string& path);
 
-// The index of each dimension's value for a plan id.
+// The index of each dimension's value for a plan id (a linked dimension's is its leader's).
 std::vector<size_t> plan_indices(const SweepSpec& s, size_t plan);
 // Sets `pointer` in `doc` to `value` (its parent must exist). A device count and a
 // data-parallel size exclude each other: setting one drops the other.

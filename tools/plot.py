@@ -406,12 +406,23 @@ def scaling_points(args):
                 else:
                     fail(f"{path}: no /plan/nodes or /plan/devices column; name the x column with --x")
             yc = column(rows, y_name, path, "--y column")
-            sc = column(rows, args.series, path, "--series column") if args.series else None
+            meta = sweep_meta(path)
+            if args.series:
+                sc = column(rows, args.series, path, "--series column")
+            else:
+                # One series per value of the one swept dimension left besides x and those linked with it.
+                linked = {d["pointer"] for d in meta.get("dimensions", []) if isinstance(d, dict) and d.get("with") == xc}
+                rest = [c for c in dimension_columns(rows) if c != xc and c not in linked
+                        and len({json.dumps(r.get(c)) for r in ok}) > 1]
+                sc = rest[0] if len(rest) == 1 else None
+            if isinstance(meta.get("validation"), str) and not args.published:
+                # The sweep names its validation case: its published points are drawn too.
+                args.published = os.path.join(args.root, "scenarios", "validation", meta["validation"] + ".json")
             best = {}
             for n, r in enumerate(ok):
                 x = as_number(r.get(xc), f"{path} (row {n + 1})", xc)
                 y = as_number(r.get(yc), f"{path} (row {n + 1})", yc)
-                s = f"{sc.split('/')[-1]}={r.get(sc)}" if sc else ""
+                s = series_label(sc, r.get(sc)) if sc else ""
                 better = bigger_is_better(yc)
                 if (s, x) not in best or (y > best[(s, x)] if better else y < best[(s, x)]):
                     best[(s, x)] = y  # several plans at one count: the best of them
@@ -450,6 +461,20 @@ def scaling_points(args):
     return points, distinct(x_names), distinct(subjects)
 
 
+def sweep_meta(results_path):
+    """The sweep.json that `exasim sweep` writes beside its results ({} when there is none)."""
+    meta_path = os.path.join(os.path.dirname(os.path.abspath(results_path)), "sweep.json")
+    if not os.path.exists(meta_path):
+        return {}
+    meta = read_json(meta_path, "a sweep's sweep.json (written by exasim sweep)")
+    return meta if isinstance(meta, dict) else {}
+
+
+def series_label(col, value):
+    """A series named by its value when it is the precision (as report inputs name it), else column=value."""
+    return str(value) if col.endswith("/precision") else f"{col.split('/')[-1]}={value}"
+
+
 def published_points(args, y_name):
     case = read_json(args.published, "a validation case file (scenarios/validation/*.json)")
     if not isinstance(case, dict) or not isinstance(case.get("figures"), list):
@@ -483,6 +508,8 @@ def published_points(args, y_name):
 def plot_scaling(args):
     points, x_names, subjects = scaling_points(args)
     published, source = published_points(args, args.y) if args.published else ([], "")
+    if published:
+        print(f"published points: {len(published)} from {args.published}")
     series = sorted(distinct([p[0] for p in points] + [p[0] for p in published]), key=sort_key)
     colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(series)}
     fig, ax = plt.subplots(figsize=(8.5, 5.6))
@@ -699,6 +726,9 @@ def draw_strategies(fig, ax, rows, path, xc, yc, vc, status_col, maximize):
 
 
 def sweep_name(rows, path):
+    name = sweep_meta(path).get("name")
+    if isinstance(name, str) and name:
+        return name
     for key in ("sweep", "base"):
         if rows and isinstance(rows[0].get(key), str):
             return rows[0][key]

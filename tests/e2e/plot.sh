@@ -106,4 +106,26 @@ bad "no-such-root/scenarios/weak-scaling" scaling "$data/report-weak-6000-fp32.j
   --published "$src/scenarios/validation/bagualu-weak-scaling.json" --root "$tmp/no-such-root" --out "$tmp/bad/x.png"
 bad "publishes \"sustained_pflops\"" scaling "$data/report-weak-6000-fp32.json" --y tokens_per_s \
   --published "$src/scenarios/validation/bagualu-weak-scaling.json" --root "$src" --out "$tmp/bad/x.png"
+# A sweep that names its validation case: a linked weak-scaling sweep (experts grow with the nodes)
+# writes sweep.json, and the scaling plot of its rows overlays the case's published points itself.
+cat > "$tmp/weak.json" <<EOF
+{"name": "weak-small", "base": "scenarios/weak-scaling/bagualu-weak-6000-fp32.json",
+ "dimensions": {"/plan/nodes": [6000, 12000], "/model/experts_per_layer": {"with": "/plan/nodes", "values": [25, 50]}},
+ "rank_by": "sustained_pflops", "validation": "bagualu-weak-scaling"}
+EOF
+(cd "$src" && "$exe" sweep "$tmp/weak.json" --out "$tmp/weak" > "$tmp/weak.txt") || fail "weak sweep failed"
+grep -q 'ok 2, invalid 0' "$tmp/weak.txt" || fail "weak sweep: $(cat "$tmp/weak.txt")"
+python3 - "$tmp/weak" <<'PY' || fail "weak sweep rows"
+import json, sys
+d = sys.argv[1]
+meta = json.load(open(d + "/sweep.json"))
+assert meta["validation"] == "bagualu-weak-scaling" and meta["plans"] == 2, meta
+assert meta["dimensions"][1] == {"pointer": "/model/experts_per_layer", "values": [25, 50], "with": "/plan/nodes"}, meta
+rows = [json.loads(l) for l in open(d + "/results.jsonl")]
+assert [(r["/plan/nodes"], r["/model/experts_per_layer"]) for r in rows] == [(6000, 25), (12000, 50)], rows
+PY
+(cd "$src" && "$exe" plot scaling "$tmp/weak/results.jsonl" --out "$tmp/weak.png" > "$tmp/weak-plot.txt") || fail "weak plot"
+grep -q "published points: 10 from ./scenarios/validation/bagualu-weak-scaling.json" "$tmp/weak-plot.txt" \
+  || fail "no published overlay: $(cat "$tmp/weak-plot.txt")"
+check_png "$tmp/weak.png"
 echo "e2e plot: ok"

@@ -135,6 +135,46 @@ TEST_CASE("sweep: plan ids enumerate the product, first dimension outermost") {
   CHECK_FALSE(larger_is_better("step_time_s"));
 }
 
+TEST_CASE("sweep: a linked dimension follows its leader and adds no plans") {
+  const SweepSpec s = parse_sweep(
+      sweep_text(R"({"/plan/micro_batch": [1, 2], "/plan/devices": [16, 32, 64],
+                     "/plan/global_batch": {"with": "/plan/devices", "values": {"from": 32, "to": 128, "times": 2}}})",
+                 R"(, "validation": "bagualu-weak-scaling")"),
+      "s.json");
+  REQUIRE(s.dimensions.size() == 3);
+  CHECK(s.dimensions[2].leader == 1);
+  CHECK(s.plan_count() == 6);  // 2 x 3: the linked global batch multiplies nothing
+  CHECK(s.validation == "bagualu-weak-scaling");
+  for (size_t plan = 0; plan < s.plan_count(); ++plan) {
+    CAPTURE(plan);
+    const auto idx = plan_indices(s, plan);
+    CHECK(idx[0] == plan / 3);
+    CHECK(idx[1] == plan % 3);
+    CHECK(idx[2] == idx[1]);
+    const json doc = plan_scenario(s, plan);
+    CHECK(doc["plan"]["global_batch"].get<int>() == 2 * doc["plan"]["devices"].get<int>());  // 32 with 16, ...
+  }
+  // Errors: a leader that is not an earlier free dimension, a different count, a stray key, an unknown case.
+  auto err = [](const std::string& dims, const std::string& extra = "") { return sweep_error(sweep_text(dims, extra)); };
+  CHECK(err(R"({"/plan/global_batch": {"with": "/plan/devices", "values": [32]}, "/plan/devices": [16]})").first ==
+        "/dimensions/~1plan~1global_batch/with");
+  CHECK(err(R"({"/plan/devices": [16, 32], "/plan/global_batch": {"with": "/plan/devices", "values": [32]}})") ==
+        std::pair<std::string, std::string>{"/dimensions/~1plan~1global_batch/values",
+                                            "expected 2 values, one per value of /plan/devices, got 1"});
+  CHECK(err(R"({"/plan/devices": [16], "/plan/global_batch": {"with": "/plan/devices", "values": [32], "x": 1}})").first ==
+        "/dimensions/~1plan~1global_batch/x");
+  CHECK(err(R"({"/plan/devices": [16], "/plan/global_batch": {"with": "/plan/devices"}})").second.find("values") !=
+        std::string::npos);
+  CHECK(err(R"({"/plan/devices": [16]})", R"(, "validation": "no-such-case")").first == "/validation");
+  // The shipped weak-scaling sweep: 2 precisions x 5 machine sizes, experts growing with the nodes.
+  const SweepSpec w = load_sweep("bagualu-weak-scaling");
+  CHECK(w.plan_count() == 10);
+  const json last = plan_scenario(w, 9);
+  CHECK(last["plan"]["nodes"] == 96000);
+  CHECK(last["model"]["experts_per_layer"] == 400);
+  CHECK(last["training"]["precision"] == "mixed");
+}
+
 TEST_CASE("sweep: JSON pointers replace values of the scenario") {
   json doc = small_base();
   apply_pointer(doc, "/plan/tensor_parallel", 4);
