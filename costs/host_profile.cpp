@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -114,7 +115,10 @@ ProfilePoint read_point(const Reader& r, const json& v, const std::string& path,
   p.measured_shape = v.contains("measured_shape") ? r.shape(v["measured_shape"], path + "/measured_shape", rank) : p.shape;
   p.scale_factor = v.contains("scale_factor") ? r.positive(v, path, "scale_factor") : 1.0;
   p.iterations = v.contains("iterations") ? int(r.non_negative(v, path, "iterations")) : 0;
-  p.rel_stderr = v.contains("rel_stderr") ? r.non_negative(v, path, "rel_stderr") : 0.0;
+  // null: a single timed iteration (the time budget ran out), whose spread is unknown.
+  p.rel_stderr = !v.contains("rel_stderr")        ? 0.0
+                 : v["rel_stderr"].is_null() ? std::numeric_limits<double>::infinity()
+                                             : r.non_negative(v, path, "rel_stderr");
   return p;
 }
 
@@ -312,7 +316,7 @@ std::string host_profile_json(const HostProfile& hp) {
                      {"measured_shape", measured},
                      {"scale_factor", p.scale_factor},
                      {"iterations", p.iterations},
-                     {"rel_stderr", p.rel_stderr}});
+                     {"rel_stderr", std::isfinite(p.rel_stderr) ? nlohmann::json(p.rel_stderr) : nlohmann::json(nullptr)}});
     }
     e["points"] = pts;
     kernels.push_back(e);

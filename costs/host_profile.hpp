@@ -40,7 +40,7 @@ struct ProfilePoint {
   KernelShape measured_shape;     // what actually ran (scaled down when too large)
   double scale_factor = 1;        // time_s = measured time * scale_factor
   int iterations = 0;
-  double rel_stderr = 0;
+  double rel_stderr = 0;           // of the mean time; infinite (null in the file) after one iteration
 };
 
 // One kernel at one precision: efficiencies on a rectilinear grid over the kernel's dims.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <vector>
 #include <memory>
@@ -106,6 +107,18 @@ TEST_CASE("host profile: the file round-trips") {
     CHECK(b.relative_efficiency(k, Precision::fp32, shape(16, 16, 1)) ==
           doctest::Approx(a.relative_efficiency(k, Precision::fp32, shape(16, 16, 1))));
   CHECK(host_profile_json(b) == host_profile_json(a));  // deterministic text
+}
+
+TEST_CASE("host profile: a point timed once (its spread unknown) is written as null and read back") {
+  HostProfile a = synthetic_profile(0.3);
+  auto& point = a.surfaces.begin()->second.points.front();
+  point.iterations = 1;
+  point.rel_stderr = std::numeric_limits<double>::infinity();
+  const std::string text = host_profile_json(a);
+  CHECK(text.find("\"rel_stderr\": null") != std::string::npos);
+  const HostProfile b = parse_host_profile(text, "p.json");
+  CHECK(std::isinf(b.surfaces.begin()->second.points.front().rel_stderr));
+  CHECK(host_profile_json(b) == text);
 }
 
 TEST_CASE("host profile error: a missing kernel class peak") {
