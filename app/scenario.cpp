@@ -654,19 +654,33 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.global_batch = r.required_int(p, path, "global_batch");
   if (const json* pl = Reader::find(p, "placement")) {
     const std::string pp = child(path, "placement");
-    const std::string what = "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first";
-    if (!pl->is_array() || pl->size() != 3) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+    const std::string what =
+        "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first (and optionally \"expert\" "
+        "beside \"data\")";
+    if (!pl->is_array() || (pl->size() != 3 && pl->size() != 4)) r.fail(pp, "expected " + what + ", got " + describe(*pl));
     s.placement.clear();
-    bool seen[3] = {false, false, false};
+    bool seen[4] = {false, false, false, false};
     for (size_t i = 0; i < pl->size(); ++i) {
       const json& e = (*pl)[i];
       const std::string ep = pp + "/" + std::to_string(i);
       const std::string v = e.is_string() ? e.get<std::string>() : std::string();
-      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : -1;
+      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : v == "expert" ? 3 : -1;
       if (k < 0 || seen[k]) r.fail(ep, "expected " + what + ", got " + describe(e));
       seen[k] = true;
-      s.placement.push_back(k == 0 ? ParallelDim::tensor : k == 1 ? ParallelDim::data : ParallelDim::pipeline);
+      static const ParallelDim dims[] = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline,
+                                         ParallelDim::expert};
+      s.placement.push_back(dims[k]);
     }
+    if (!seen[0] || !seen[1] || !seen[2]) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+    // The expert-parallel groups are carved out of the data-parallel replicas: "expert" sits next to
+    // "data", before it (the replicas that exchange tokens are neighbours) or after it (the replicas
+    // of the same experts are neighbours, as in BaGuaLu's MoDa).
+    for (size_t i = 0; i < s.placement.size(); ++i)
+      if (s.placement[i] == ParallelDim::expert &&
+          !((i > 0 && s.placement[i - 1] == ParallelDim::data) ||
+            (i + 1 < s.placement.size() && s.placement[i + 1] == ParallelDim::data)))
+        r.fail(pp + "/" + std::to_string(i), "expected \"expert\" right before or after \"data\" (expert groups are "
+                                             "carved out of the data-parallel replicas)");
   }
   return s;
 }

@@ -28,7 +28,14 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   pl.sizes = {plan.tensor, plan.data, plan.pipeline};
   std::array<int, 3> seen{};
   int stride = 1;
+  bool experts_outer = false;  // "expert" listed after "data": the replicas of the same experts are neighbours
+  bool data_seen = false;
   for (ParallelDim d : plan.placement) {
+    if (d == ParallelDim::expert) {
+      experts_outer = data_seen;
+      continue;
+    }
+    if (d == ParallelDim::data) data_seen = true;
     const int i = dim_index(d);
     if (seen[i]++) throw std::invalid_argument(std::string("placement: ") + to_string(d) + " is listed twice");
     pl.strides[i] = stride;
@@ -71,22 +78,26 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   pp.index(N);
   w.groups["dp"] = std::move(dp);
   w.groups["pp"] = std::move(pp);
-  // Expert parallelism inside the data dimension: "ep" takes `expert` consecutive replicas (they
-  // exchange tokens), "expert_dp" the replicas that hold the same experts (they reduce the
-  // experts' gradients).
+  // Expert parallelism inside the data dimension: "ep" groups the replicas that exchange tokens,
+  // "expert_dp" the replicas that hold the same experts (they reduce the experts' gradients).
+  // By default (or "expert" before "data") an ep group is `expert` consecutive replicas; with
+  // "expert" after "data" the replicas of the same experts are consecutive and an ep group is
+  // strided across them (BaGuaLu's MoDa: expert replicas inside a supernode, all-to-all across).
   if (plan.expert < 1 || plan.data % plan.expert != 0)
     throw std::invalid_argument("placement: expert_parallel must divide data_parallel");
+  const int replicas = plan.data / plan.expert;
+  auto data_index = [&](int g, int e) { return experts_outer ? e * replicas + g : g * plan.expert + e; };
   GroupTable ep, edp;
   for (int p = 0; p < plan.pipeline; ++p)
     for (int t = 0; t < plan.tensor; ++t) {
-      for (int g = 0; g < plan.data / plan.expert; ++g) {
+      for (int g = 0; g < replicas; ++g) {
         std::vector<int> m;
-        for (int e = 0; e < plan.expert; ++e) m.push_back(pl.rank_of({t, g * plan.expert + e, p}));
+        for (int e = 0; e < plan.expert; ++e) m.push_back(pl.rank_of({t, data_index(g, e), p}));
         ep.members.push_back(std::move(m));
       }
       for (int e = 0; e < plan.expert; ++e) {
         std::vector<int> m;
-        for (int g = 0; g < plan.data / plan.expert; ++g) m.push_back(pl.rank_of({t, g * plan.expert + e, p}));
+        for (int g = 0; g < replicas; ++g) m.push_back(pl.rank_of({t, data_index(g, e), p}));
         edp.members.push_back(std::move(m));
       }
     }

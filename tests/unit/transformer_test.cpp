@@ -236,3 +236,27 @@ TEST_CASE("MoE layers under expert parallelism: capacity, all-to-all bytes, expe
   CHECK(ep.members == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
   CHECK(edp.members == std::vector<std::vector<int>>{{0, 2}, {1, 3}});
 }
+
+TEST_CASE("placement of expert groups: 'expert' before 'data' keeps token exchanges together, after it the expert replicas (MoDa)") {
+  ModelSpec m = gpt(2, 64, 4, 0);
+  m.experts_per_layer = 8;
+  m.top_k = 1;
+  m.capacity_factor = 1;
+  ParallelPlan p = plan(8, 1, 1, 1, 8, Recompute::none);  // 8 replicas on 8 devices
+  p.expert = 4;  // 2 replicas of each expert
+  using Groups = std::vector<std::vector<int>>;
+  // Inverse of MoDa (also the default): the 4 devices that exchange tokens are neighbours.
+  p.placement = {ParallelDim::tensor, ParallelDim::expert, ParallelDim::data, ParallelDim::pipeline};
+  TransformerWorkload a = build_transformer_workload(m, half(32), p);
+  CHECK(a.workload.groups.at("ep").members == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(a.workload.groups.at("expert_dp").members == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  p.placement = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline};
+  CHECK(build_transformer_workload(m, half(32), p).workload.groups.at("ep").members == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  // MoDa: the replicas of the same experts are neighbours (a supernode), the exchange is strided.
+  p.placement = {ParallelDim::tensor, ParallelDim::data, ParallelDim::expert, ParallelDim::pipeline};
+  TransformerWorkload b = build_transformer_workload(m, half(32), p);
+  CHECK(b.workload.groups.at("ep").members == Groups{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  CHECK(b.workload.groups.at("expert_dp").members == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  // The step graph is the same; only the groups move.
+  CHECK(boost::num_vertices(a.workload.programs[0]) == boost::num_vertices(b.workload.programs[0]));
+}
