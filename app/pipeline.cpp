@@ -105,6 +105,10 @@ nlohmann::json machine_json(const MachineSpec& m) {
                      {"leaf_taper", g.leaf_taper},
                      {"spine_taper", g.spine_taper}};
     j["link_latency_s"] = m.link_latency_s;
+    if (m.host_link_Bps > 0) {
+      j["host_link_Bps"] = m.host_link_Bps;
+      j["host_memory_Bps"] = m.host_memory_Bps;
+    }
   } else if (m.family == "torus") {
     j["torus_x"] = m.torus.x;
     j["torus_y"] = m.torus.y;
@@ -160,6 +164,7 @@ nlohmann::json report_json(const Prediction& p) {
                  {"virtual_stages", pl.virtual_stages},
                  {"zero_stage", pl.zero_stage},
                  {"recompute", to_string(pl.recompute)},
+                 {"offload_optimizer", pl.offload_optimizer},
                  {"micro_batch", pl.micro_batch},
                  {"global_batch", pl.global_batch},
                  {"micro_batches_per_pipeline", pl.micro_batches()},
@@ -260,9 +265,10 @@ std::string summary_text(const Prediction& p) {
     s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
                      sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
     s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)); ZeRO {}, "
-                     "recompute {}\n",
+                     "recompute {}{}\n",
                      pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
-                     pl.virtual_stages, pl.zero_stage, to_string(pl.recompute));
+                     pl.virtual_stages, pl.zero_stage, to_string(pl.recompute),
+                     pl.offload_optimizer ? ", optimizer offloaded to the host" : "");
     s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",
                      to_string(sc.training.precision), sc.training.seq_len, pl.global_batch, pl.micro_batch,
                      pl.micro_batches());
@@ -291,10 +297,16 @@ std::string summary_text(const Prediction& p) {
     s += fmt::format(", embedding and logits {:.1f}, buffers {:.1f}", m.embedding_logits_bytes / 1e9,
                      m.communication_buffers_bytes / 1e9);
   s += ")\n";
+  if (m.host_optimizer_state_bytes > 0)
+    s += fmt::format("  host memory        {:.1f} GB of optimizer state per {} (offloaded)\n",
+                     m.host_optimizer_state_bytes / 1e9, sc.machine.device_word());
   s += fmt::format("  compute costs      {} mapped onto {}\n", p.host_efficiency, sc.machine.device_name);
   for (const KernelClassUse& u : p.compute_use)
     s += fmt::format("    {:<24} {:9.4f} s  mean efficiency {:5.1f} % of the device's {}\n", to_string(u.kernel_class),
-                     u.time_s, 100 * u.mean_efficiency, u.kernel_class == KernelClass::gemm ? "peak" : "bandwidth");
+                     u.time_s, 100 * u.mean_efficiency, u.kernel_class == KernelClass::gemm              ? "peak"
+                     : u.kernel_class == KernelClass::host_link   ? "host link"
+                     : u.kernel_class == KernelClass::host_memory ? "host memory bandwidth"
+                                                                  : "bandwidth");
   s += "  critical path, top items:\n";
   for (size_t i = 0; i < p.critical.size() && i < 5; ++i)
     s += fmt::format("    {:<32} {:<9} {:9.4f} s\n", p.critical[i].label, p.critical[i].phase, p.critical[i].seconds);

@@ -482,7 +482,8 @@ void read_fat_tree(const Reader& r, const json& m, const std::string& path, GpuC
 void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path,
                {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
-                "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "sources"});
+                "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
+                "sources"});
   GpuClusterSpec& g = s.gpu;
   g.nodes = r.required_int(m, path, "nodes");
   g.gpus_per_node = r.required_int(m, path, "gpus_per_node");
@@ -496,6 +497,15 @@ void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, M
   g.nic_Bps = r.required_number(m, path, "nic_Bps", NumKind::positive);
   read_fat_tree(r, m, path, g);
   s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+  // Optional: what optimizer offload needs (both or neither).
+  const bool link = Reader::find(m, "host_link_Bps") != nullptr, memory = Reader::find(m, "host_memory_Bps") != nullptr;
+  if (link != memory)
+    r.fail(child(path, link ? "host_memory_Bps" : "host_link_Bps"),
+           "missing (expected a positive number: host_link_Bps and host_memory_Bps go together)");
+  if (link) {
+    s.host_link_Bps = r.required_number(m, path, "host_link_Bps", NumKind::positive);
+    s.host_memory_Bps = r.required_number(m, path, "host_memory_Bps", NumKind::positive);
+  }
 }
 
 void read_torus(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
@@ -649,7 +659,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   if (Reader::find(p, "paro")) s.paro = r.required_bool(p, path, "paro");
   static const Recompute recomputes[] = {Recompute::none, Recompute::selective, Recompute::full};
   s.recompute = recomputes[r.enum_value(p, path, "recompute", {"none", "selective", "full"}, 0)];
-  if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_bool(p, path, "offload_optimizer");
+  if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_annotated_bool(p, path, "offload_optimizer");
   s.micro_batch = r.required_int(p, path, "micro_batch");
   s.global_batch = r.required_int(p, path, "global_batch");
   if (const json* pl = Reader::find(p, "placement")) {
@@ -729,7 +739,11 @@ void validate_general(const Reader& r, const Scenario& s) {
            "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
   if (m.dense() && p.expert != 1) r.fail("/plan/expert_parallel", "expected 1: a dense model has no experts");
   if (p.paro) r.fail("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
-  if (p.offload_optimizer) r.fail("/plan/offload_optimizer", "expected false: optimizer offload is not simulated yet");
+  if (p.offload_optimizer && !(s.machine.host_link_Bps > 0 && s.machine.host_memory_Bps > 0))
+    r.fail("/plan/offload_optimizer",
+           "expected false: optimizer offload needs the machine's host_link_Bps and host_memory_Bps (per " +
+               s.machine.device_word() + ": the link to its host and its share of the host's memory bandwidth), and machine " +
+               quoted(s.machine.name) + " (family " + quoted(s.machine.family) + ") does not give them");
   long long q = 0;
   switch (p.tensor_mode) {
     case TensorMode::one_d:

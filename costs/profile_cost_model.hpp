@@ -4,6 +4,7 @@
 //   GEMM:          flops / (device peak x best-case GEMM efficiency x host relative efficiency)
 //   memory-bound:  bytes / (device bandwidth x host relative efficiency)
 //   optimizer:     bytes / (device optimizer bandwidth x host relative efficiency)
+//   offload:       bytes / host link or host memory bandwidth (data movement, not sampled)
 // (and never faster than the roofline's other bound). The host's relative efficiency is 1 at the
 // shapes where the host's kernels reach their best, so large shapes run at the device's published
 // best case and small, skinny or odd shapes lose what they lose on the host.

@@ -17,6 +17,8 @@ const char* to_string(KernelClass k) {
     case KernelClass::gemm: return "gemm";
     case KernelClass::memory_bound: return "memory_bound";
     case KernelClass::optimizer_update: return "optimizer_update";
+    case KernelClass::host_link: return "host_link";
+    case KernelClass::host_memory: return "host_memory";
   }
   return "?";
 }
@@ -30,6 +32,8 @@ const char* to_string(Kernel k) {
     case Kernel::gate_topk: return "gate_topk";
     case Kernel::token_permute: return "token_permute";
     case Kernel::adam: return "adam";
+    case Kernel::host_copy: return "host_copy";
+    case Kernel::host_adam: return "host_adam";
   }
   return "?";
 }
@@ -56,9 +60,13 @@ KernelClass kernel_class(Kernel k) {
   switch (k) {
     case Kernel::gemm: return KernelClass::gemm;
     case Kernel::adam: return KernelClass::optimizer_update;
+    case Kernel::host_copy: return KernelClass::host_link;
+    case Kernel::host_adam: return KernelClass::host_memory;
     default: return KernelClass::memory_bound;
   }
 }
+
+bool is_host_class(KernelClass c) { return c == KernelClass::host_link || c == KernelClass::host_memory; }
 
 int shape_rank(Kernel k) {
   switch (k) {
@@ -105,6 +113,10 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::token_permute: return {0, 2 * a * b * e + 4 * a};
     // fp32 master params, grads, two moments: 4 reads and 3 writes of 4 bytes
     case Kernel::adam: return {12 * a, 28 * a};
+    // a copy: each value crosses the host link once
+    case Kernel::host_copy: return {0, a * e};
+    // as adam, on the host (see models/transformer.cpp for the offloaded step's byte count)
+    case Kernel::host_adam: return {12 * a, 28 * a};
   }
   return {};
 }

@@ -16,7 +16,11 @@ enum class Precision { fp64, fp32, fp16 };
 // optimizer_update: the optimizer's element-wise pass over the parameter buffers, memory-bound
 // like memory_bound but costed with its own bandwidth (on Sunway it is not one of the layer
 // kernels that BaGuaLu rewrote for rearranged DMA).
-enum class KernelClass { gemm, memory_bound, optimizer_update };
+// host_link, host_memory: optimizer offload's data movement, which runs off the device and is not
+// a sampled kernel: a copy between the device and its host over the host link (PCIe), costed as
+// bytes / the machine's host_link_Bps, and the optimizer update on the host CPU, memory-bound,
+// costed as bytes / the machine's host_memory_Bps (per device).
+enum class KernelClass { gemm, memory_bound, optimizer_update, host_link, host_memory };
 
 // The kernels of a transformer training step.
 enum class Kernel {
@@ -28,7 +32,12 @@ enum class Kernel {
   gate_topk,      // MoE gate: per token (row) the top-k of `experts` scores, with a softmax over them
   token_permute,  // MoE dispatch/combine: gather the rows of a tokens x d_model matrix by an index
   adam,           // Adam update of `elements` parameters (fp32 params, grads and moments)
+  // Optimizer offload (ZeRO-Offload, M6-10T): not device kernels, so not in all_kernels (never
+  // run, sampled or calibrated); the cost model times them by bytes / bandwidth alone.
+  host_copy,      // `elements` values copied between the device and the host over the host link
+  host_adam,      // Adam update of `elements` parameters by the host CPU, in host memory
 };
+// The device kernels (what kernels/ runs and the host profile measures).
 inline constexpr std::array<Kernel, 8> all_kernels = {Kernel::gemm,         Kernel::softmax,   Kernel::layer_norm,
                                                       Kernel::gelu,         Kernel::residual_add, Kernel::gate_topk,
                                                       Kernel::token_permute, Kernel::adam};
@@ -39,6 +48,7 @@ inline constexpr std::array<Kernel, 8> all_kernels = {Kernel::gemm,         Kern
 //   gate_topk:                        {tokens, experts, k}
 //   token_permute:                    {tokens, d_model}
 //   gelu, residual_add, adam:         {elements}
+//   host_copy, host_adam:             {elements}
 // Unused dims are 0; batch is 1 except for batched GEMMs.
 struct KernelShape {
   std::array<std::int64_t, 3> dims{};
@@ -55,6 +65,8 @@ std::optional<Kernel> kernel_from_string(std::string_view s);
 double bytes_per_element(Precision p);
 
 KernelClass kernel_class(Kernel k);
+// host_link and host_memory: data movement off the device (see KernelClass), not a kernel.
+bool is_host_class(KernelClass c);
 // How many dims a kernel's shape uses (gemm 3, gate_topk 3, row-wise 2, element-wise 1).
 int shape_rank(Kernel k);
 // The names of those dims, e.g. {"m", "n", "k"}.

@@ -258,6 +258,9 @@ std::unique_ptr<KernelRun> make_typed(Kernel k, const KernelShape& s, Precision 
     case Kernel::gate_topk: return std::make_unique<GateTopkRun<T>>(s, p);
     case Kernel::token_permute: return std::make_unique<TokenPermuteRun<T>>(s, p);
     case Kernel::adam: return std::make_unique<AdamRun>(s, p);
+    case Kernel::host_copy:
+    case Kernel::host_adam:  // data movement off the device: no kernel to run
+      throw std::invalid_argument(std::string(to_string(k)) + " is not a device kernel: nothing to run");
   }
   throw std::invalid_argument("unknown kernel");
 }

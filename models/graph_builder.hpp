@@ -67,6 +67,25 @@ class GraphBuilder {
     executed_ += w.flops;
     return add(name, label, Phase::optimizer, ComputeWork{Kernel::adam, Precision::fp32, w.flops, w.bytes, s}, after);
   }
+  // Optimizer offload: `elements` values of precision p copied between the device and its host
+  // over the host link (p's bytes each), in the optimizer phase. Data movement, not a kernel:
+  // costed as bytes / the host link's bandwidth; no flops.
+  long host_copy(const std::string& name, const std::string& label, double elements, Precision p,
+                 const std::vector<long>& after) {
+    const double bytes = elements * bytes_per_element(p);
+    return add(name, label, Phase::optimizer, ComputeWork{Kernel::host_copy, p, 0, bytes, exasim::elements(elements)},
+               after);
+  }
+  // Optimizer offload: the Adam update of `parameters` by the host CPU, moving `bytes` to and from
+  // host memory (costed as bytes / the host's memory bandwidth per device). Its flops (12 per
+  // parameter, as the device's Adam) run on the host: not counted in executed_flops, which
+  // counts the devices' work.
+  long host_optimizer_update(const std::string& name, const std::string& label, double parameters, double bytes,
+                             const std::vector<long>& after) {
+    return add(name, label, Phase::optimizer,
+               ComputeWork{Kernel::host_adam, Precision::fp32, 12 * parameters, bytes, exasim::elements(parameters)},
+               after);
+  }
   long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
                   CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
     return add(name, label, ph, CollectiveWork{k, a, role, bytes}, after);

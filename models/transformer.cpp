@@ -113,11 +113,33 @@ class StageBuilder {
                                         CollectiveAlgorithm::ring, role, grad_bytes, done));
       if (zero) shard = params / replicas;
     }
-    const long adam = b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
+    const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
+                                              : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
     if (replicas > 1 && plan_.zero_stage >= 1)
       b_.collective(group + ".opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather,
                     CollectiveAlgorithm::ring, role, params * bytes_per_element(x_.storage), {adam});
     return adam;
+  }
+  // Optimizer offload (ZeRO-Offload, M6-10T): the device's optimizer state lives in host memory
+  // and the host CPU runs Adam; the device runs no optimizer kernel. After the reduction, the
+  // device copies its reduced gradient shard to the host over the host link (x_.ea bytes per
+  // parameter: 2 in fp16 mixed precision, 4 in fp32), the host updates the shard, and the
+  // updated parameters come back over the link (storage precision: 2 or 4 bytes per parameter).
+  // The host's Adam, per parameter of the shard (bytes to and from host memory):
+  //   fp16 mixed precision: reads the fp16 gradient (2) and the fp32 master weight, momentum and
+  //     variance (4 + 4 + 4); writes the three back (4 + 4 + 4) and the fp16 parameter copy that
+  //     goes to the device (2): 2 + 12 + 12 + 2 = 28 bytes;
+  //   fp32: reads the gradient, weight, momentum, variance (4 x 4); writes the weight, momentum
+  //     and variance (3 x 4), the weight being what goes to the device: 16 + 12 = 28 bytes.
+  // The DMA copies' own host-memory traffic is not added (it overlaps nothing else here).
+  // Returns the last op (the copy back to the device).
+  long offloaded_update(const std::string& group, double shard, const std::vector<long>& after) {
+    const double host_adam_bytes_per_parameter = 28;
+    const Precision grad = x_.storage;  // gradients are kept in the storage precision
+    const long down = b_.host_copy(group + ".opt.grad_to_host", "grad_to_host", shard, grad, after);
+    const long adam = b_.host_optimizer_update(group + ".opt.host_adam", "host_adam", shard,
+                                               host_adam_bytes_per_parameter * shard, {down});
+    return b_.host_copy(group + ".opt.param_to_device", "param_to_device", shard, x_.storage, {adam});
   }
   long tag(int micro_batch, int sender_vs, bool forward) const {
     return (static_cast<long>(micro_batch) * vt_ + sender_vs) * 2 + (forward ? 0 : 1);
@@ -376,7 +398,6 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     bad(fmt::format("expert_parallel ({}) must divide the experts ({}) and data_parallel ({})", plan.expert,
                     m.experts_per_layer, plan.data));
   if (m.dense() && plan.expert != 1) bad("a dense model has no experts: expert_parallel must be 1");
-  if (plan.offload_optimizer) bad("optimizer offload is not simulated yet");
   if (t.precision == PrecisionPolicy::mixed)
     bad("precision \"mixed\" is BaGuaLu's layer-wise policy for MoDa layouts; use \"fp16\" or \"fp32\"");
   const int vt = plan.pipeline * plan.virtual_stages;

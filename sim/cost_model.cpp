@@ -28,7 +28,23 @@ double DeviceProfile::gemm_efficiency_at(Precision p) const {
 }
 
 double DeviceProfile::bandwidth_Bps(KernelClass c) const {
-  return c == KernelClass::optimizer_update ? optimizer_memory_bandwidth_Bps : memory_bandwidth_Bps;
+  switch (c) {
+    case KernelClass::optimizer_update: return optimizer_memory_bandwidth_Bps;
+    case KernelClass::host_link:
+    case KernelClass::host_memory: {
+      const double bw = c == KernelClass::host_link ? host_link_Bps : host_memory_Bps;
+      if (!(bw > 0))
+        throw std::invalid_argument("device '" + name + "' has no " +
+                                    (c == KernelClass::host_link ? "host_link_Bps" : "host_memory_Bps") +
+                                    ": its machine does not describe the hosts that optimizer offload needs");
+      return bw;
+    }
+    default: return memory_bandwidth_Bps;
+  }
+}
+
+double DeviceProfile::host_data_movement_time_s(const ComputeWork& w) const {
+  return w.bytes / bandwidth_Bps(w.kernel_class());
 }
 
 double DeviceProfile::class_peak(KernelClass c, Precision p) const {
@@ -36,6 +52,7 @@ double DeviceProfile::class_peak(KernelClass c, Precision p) const {
 }
 
 double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
+  if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
   const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
   const double t_flops = w.flops / (peak * eff);

@@ -22,18 +22,28 @@ struct DeviceProfile {
   std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
   double memory_bandwidth_Bps = 0;                    // achieved, for memory-bound kernels
   double optimizer_memory_bandwidth_Bps = 0;          // achieved by the optimizer update
+  // Optimizer offload (0: the machine does not describe its hosts): the device's link to its
+  // host (PCIe, per direction) and its share of the host's memory bandwidth for the CPU optimizer.
+  double host_link_Bps = 0;
+  double host_memory_Bps = 0;
   // The peak at a precision and the best-case GEMM efficiency; throw std::invalid_argument
   // naming the device when it has none.
   double peak_flops_s(Precision p) const;
   double gemm_efficiency_at(Precision p) const;
-  // The bandwidth a class's bytes stream at: the optimizer's own, else the memory bandwidth.
+  // The bandwidth a class's bytes stream at: the optimizer's own, the host link's, the host
+  // memory's, else the memory bandwidth. Throws std::invalid_argument naming the device when a
+  // host class's bandwidth is not given.
   double bandwidth_Bps(KernelClass c) const;
+  // Offload's data movement (is_host_class): bytes / the class's bandwidth. These are not sampled
+  // kernels: neither the device's peaks nor the host profile's efficiencies apply.
+  double host_data_movement_time_s(const ComputeWork& w) const;
   // The rate a kernel class's efficiency is measured against: flop/s for GEMMs, bytes/s otherwise.
   double class_peak(KernelClass c, Precision p) const;
 };
 
 // time = max(flops / (peak * efficiency), bytes / bandwidth); memory-bound kernels run
-// their flops at peak (they are limited by bytes). The optimizer update uses its own bandwidth.
+// their flops at peak (they are limited by bytes). The optimizer update uses its own bandwidth;
+// offload's host copies and host Adam take bytes / host bandwidth.
 class RooflineCostModel final : public CostModel {
  public:
   explicit RooflineCostModel(DeviceProfile d);

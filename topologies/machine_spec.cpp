@@ -31,6 +31,8 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.gemm_efficiency = m.gemm_efficiency;
   d.memory_bandwidth_Bps = m.memory_bandwidth_Bps;
   d.optimizer_memory_bandwidth_Bps = m.optimizer_memory_bandwidth_Bps;
+  d.host_link_Bps = m.host_link_Bps;
+  d.host_memory_Bps = m.host_memory_Bps;
   return d;
 }
 

@@ -55,6 +55,11 @@ struct MachineSpec {
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update; unpublished choice
   double memory_bytes = 0;                       // per device
+  // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
+  // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per
+  // direction) and the share of the host's memory bandwidth the CPU optimizer streams at.
+  double host_link_Bps = 0;
+  double host_memory_Bps = 0;
   // --- sunway network
   double noc_Bps = 0;                            // on-chip network between core groups and NIC
   double upper_level_bandwidth_ratio = 0;        // bandwidth across supernodes / inside (3/16)
