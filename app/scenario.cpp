@@ -54,19 +54,6 @@ constexpr const char* kMachineDir = "topologies/machines/";
 constexpr const char* kDeviceDir = "topologies/devices/";
 constexpr const char* kMachineExt = ".json";
 
-// JSON Pointer (RFC 6901) escaping of one reference token.
-std::string escape_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
 
 std::string child(const std::string& path, const std::string& key) { return path + "/" + escape_token(key); }
 
@@ -912,6 +899,19 @@ Scenario load_scenario_file(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) throw ScenarioError(path, "", "expected a readable file (read error)");
   return parse_scenario(ss.str(), path);
+}
+
+std::string escape_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
 }
 
 }  // namespace exasim

@@ -19,6 +19,9 @@
 
 namespace exasim {
 
+// JSON Pointer (RFC 6901) escaping of one reference token: "~" -> "~0", "/" -> "~1".
+std::string escape_token(const std::string& key);
+
 // Bad input: names the file, the JSON path (e.g. "/plan/nodes") and what was expected.
 class ScenarioError : public std::runtime_error {
  public:

@@ -37,20 +37,6 @@ namespace {
 constexpr size_t kMaxPlans = 10'000'000;
 constexpr size_t kMaxRangeValues = 100'000;
 
-// RFC 6901 escaping of one reference token (for the sweep file's own JSON paths).
-std::string escape_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 std::string type_name(const ojson& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
