@@ -34,6 +34,10 @@ struct Dims {
   double local_experts() const { return E / ep; }
   // Expert capacity per expert and micro-batch: the ep devices' T k routed tokens over E
   // experts, times cf (GShard); each device computes its E / ep experts on their full capacity.
+  // GShard's dispatch is padded: whatever the router's skew (models/moe_routing.hpp), every
+  // expert's buffer holds exactly C rows (the tokens over capacity are dropped, an under-loaded
+  // expert's rows are padding), so the all-to-all bytes and the expert GEMM rows stay at capacity;
+  // skew only changes how many tokens are dropped (TransformerWorkload::moe).
   double capacity() const { return cf * T * k * ep / E; }
   double expert_rows() const { return local_experts() * capacity(); }  // = cf T k
   double ea = 2;       // bytes per activation element
@@ -441,6 +445,7 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
   out.memory = worst_stage_memory(m, t, plan);
+  if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
   return out;
 }
 
