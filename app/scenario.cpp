@@ -562,7 +562,7 @@ ModelSpec read_model(const Reader& r, const json& root) {
   s.experts_per_layer = r.optional_int(m, path, "experts_per_layer", 0);
   s.top_k = r.optional_int(m, path, "top_k", 1);
   if (const json* v = Reader::find(m, "capacity_factor"))
-    s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::positive);
+    s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::non_negative);  // 0: dropless
   s.vocab = r.optional_int(m, path, "vocab", 0);
   if (const json* v = Reader::find(m, "router")) {
     const std::string rp = child(path, "router");
@@ -801,6 +801,9 @@ void validate(const Reader& r, const Scenario& s) {
                            "supernodes, and machine " + quoted(mc.name) + " is of family " + quoted(mc.family));
   if (m.experts_per_layer <= 0)
     r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
+  if (m.dropless())
+    r.fail("/model/capacity_factor", "expected a positive number: dropless routing (capacity_factor 0) is simulated "
+                                     "with general plans; BaGuaLu's SWIPE gives every expert exactly its capacity");
   if (m.router.distribution != RouterDistribution::uniform)
     r.fail("/model/router/distribution",
            "expected \"uniform\" (or no router): under BaGuaLu's MoDa layouts SWIPE re-assigns the tokens over "

@@ -55,11 +55,21 @@ double MoeRouting::hottest_expert_load_tokens() const {
              : *std::max_element(load_tokens_per_expert.begin(), load_tokens_per_expert.end());
 }
 
+double MoeRouting::busiest_device_rows() const {
+  return expert_rows_per_device.empty()
+             ? 0
+             : *std::max_element(expert_rows_per_device.begin(), expert_rows_per_device.end());
+}
+
 MoeRouting moe_routing(const ModelSpec& m, double T, int ep) {
   MoeRouting r;
   r.router = m.router;
   r.capacity_factor = m.capacity_factor;
+  r.dropless = m.dropless();
   if (m.dense()) return r;
+  if (ep < 1 || m.experts_per_layer % ep != 0)
+    throw std::invalid_argument(fmt::format("moe_routing: expert_parallel ({}) must divide the experts ({})", ep,
+                                            m.experts_per_layer));
   const int E = m.experts_per_layer, k = m.top_k;
   r.routed_slots_per_micro_batch = T * k * ep;
   r.capacity_tokens_per_expert = m.capacity_factor * T * k * ep / E;
@@ -69,10 +79,17 @@ MoeRouting moe_routing(const ModelSpec& m, double T, int ep) {
     r.load_tokens_per_expert.push_back(load);
     // (a relative tolerance: uniform routing at cf = 1 drops nothing, whatever the rounding)
     const double over = load - r.capacity_tokens_per_expert;
-    if (over > 1e-12 * r.capacity_tokens_per_expert) r.dropped_tokens_per_micro_batch += over;
+    if (!r.dropless && over > 1e-12 * r.capacity_tokens_per_expert) r.dropped_tokens_per_micro_batch += over;
     load_sum += load;
   }
   r.dropped_token_fraction = load_sum > 0 ? r.dropped_tokens_per_micro_batch / load_sum : 0;
+  const int local = E / ep;
+  for (int j = 0; j < ep; ++j) {
+    double rows = 0;
+    for (int e = j * local; e < (j + 1) * local; ++e)
+      rows += r.dropless ? r.load_tokens_per_expert[e] : r.capacity_tokens_per_expert;
+    r.expert_rows_per_device.push_back(rows);
+  }
   return r;
 }
 

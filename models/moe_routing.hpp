@@ -17,6 +17,10 @@ std::vector<double> expert_load_shares(const RouterSpec& router, int experts, in
 struct MoeRouting {
   RouterSpec router;
   double capacity_factor = 1;
+  // Dropless (capacity_factor 0, as MegaBlocks): no capacity, nothing dropped; each device of an
+  // expert-parallel group computes every slot routed to its experts, so the one holding the
+  // hottest experts computes most and the step waits for it.
+  bool dropless = false;
   double routed_slots_per_micro_batch = 0;        // T k ep: the ep group's routed token-slots
   double capacity_tokens_per_expert = 0;          // C = cf T k ep / E, per micro-batch
   std::vector<double> load_tokens_per_expert;     // expected slots routed to each expert, per micro-batch
@@ -24,6 +28,10 @@ struct MoeRouting {
   // sum_e max(0, load_e - C) / sum_e load_e: independent of T and ep (= sum_e max(0, share_e - cf / E)).
   double dropped_token_fraction = 0;
   double hottest_expert_load_tokens() const;      // max_e load_e, per micro-batch
+  // Per device j of an expert-parallel group (experts j E/ep .. (j+1) E/ep - 1), the expert rows
+  // it computes per micro-batch: padded, E/ep x C for every device; dropless, its experts' loads.
+  std::vector<double> expert_rows_per_device;
+  double busiest_device_rows() const;             // max_j expert_rows_per_device[j]
 };
 
 // T: tokens per device and micro-batch; ep: the expert-parallel group size.

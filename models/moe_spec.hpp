@@ -27,7 +27,10 @@ struct ModelSpec {
   int d_ff = 0;
   int experts_per_layer = 0;  // 0: a dense transformer; else every layer is an MoE layer
   int top_k = 1;
-  double capacity_factor = 1.0;  // expert capacity = tokens * top_k / experts * capacity_factor
+  // Expert capacity = tokens * top_k / experts * capacity_factor; 0 (general plans): dropless,
+  // no capacity: each device computes the rows its experts receive.
+  double capacity_factor = 1.0;
+  bool dropless() const { return capacity_factor == 0; }
   RouterSpec router;             // general plans: tokens over an expert's capacity are dropped
   int vocab = 0;                 // 0: embedding and logits not modelled (BaGuaLu's MoDa models)
   bool dense() const { return experts_per_layer == 0; }

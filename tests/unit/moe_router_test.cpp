@@ -12,6 +12,8 @@
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
 #include "models/moe_routing.hpp"
+#include "models/transformer.hpp"
+#include "sim/analysis.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -100,7 +102,7 @@ TEST_CASE("moe router: uniform routing drops nothing at cf >= 1 and 1 - cf below
     for (double cf : {1.0, 1.1, 1.25, 2.0}) {
       CAPTURE(E);
       CAPTURE(cf);
-      const MoeRouting r = moe_routing(moe(E, 1, cf, RouterSpec{}), 2048 * 3, 8);
+      const MoeRouting r = moe_routing(moe(E, 1, cf, RouterSpec{}), 2048 * 3, E % 8 == 0 ? 8 : 1);
       CHECK(r.dropped_token_fraction == 0);
       CHECK(r.dropped_tokens_per_micro_batch == 0);
     }
@@ -211,4 +213,106 @@ TEST_CASE("moe router: padded dispatch: the skew drops tokens but leaves the ste
   const Prediction pd = predict(parse_scenario(d.dump(), "d.json"), options(true));
   CHECK(!pd.moe.has_value());
   CHECK(!report_json(pd).contains("moe"));
+}
+
+TEST_CASE("moe router: dropless routing drops nothing and gives each device its experts' load") {
+  // zipf s = 1, 4 experts on ep = 2 devices, top-1, T = 100: 200 slots, loads 96, 48, 32, 24;
+  // device 0 holds experts 0 and 1 (144 rows), device 1 experts 2 and 3 (56 rows).
+  const MoeRouting r = moe_routing(moe(4, 1, 0.0, zipf(1)), 100, 2);
+  CHECK(r.dropless);
+  CHECK(r.dropped_token_fraction == 0);
+  REQUIRE(r.expert_rows_per_device.size() == 2);
+  CHECK(r.expert_rows_per_device[0] == doctest::Approx(144));
+  CHECK(r.expert_rows_per_device[1] == doctest::Approx(56));
+  CHECK(r.busiest_device_rows() == doctest::Approx(144));
+  // Padded: every device computes its 2 experts x C = 2 x 50 rows, whatever the skew.
+  const MoeRouting p = moe_routing(moe(4, 1, 1.0, zipf(1)), 100, 2);
+  CHECK(p.expert_rows_per_device == std::vector<double>{100, 100});
+
+  // The workload: one program per distinct row count; device j of each ep group runs its own.
+  ModelSpec m = moe(4, 1, 0.0, zipf(1));
+  ParallelPlan plan;
+  plan.data = 4;
+  plan.expert = 2;
+  plan.micro_batch = 2;
+  plan.global_batch = 8;
+  plan.recompute = Recompute::none;
+  TrainingSpec t;
+  t.seq_len = 50;  // T = 100
+  t.precision = PrecisionPolicy::fp16;
+  const TransformerWorkload tw = build_transformer_workload(m, t, plan);
+  REQUIRE(tw.workload.programs.size() == 2);
+  CHECK(tw.workload.program_of_rank == std::vector<int>{0, 1, 0, 1});
+  CHECK(tw.workload.class_of_rank == std::vector<int>{0, 1, 0, 1});
+  for (int prog : {0, 1}) {
+    const StepGraph& g = tw.workload.programs[prog];
+    int ffn1 = 0;
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Op& op = g[v];
+      if (const auto* c = std::get_if<CollectiveWork>(&op.work); c && op.label == "dispatch")
+        CHECK(c->bytes == doctest::Approx(100.0 * 64 * 2));  // each device sends its T k rows
+      if (const auto* c = std::get_if<ComputeWork>(&op.work); c && op.label == "expert_ffn1") {
+        CHECK(c->shape == KernelShape{{prog == 0 ? 72.0 : 28.0, 256, 64}, 2});  // mean rows per local expert
+        ffn1++;
+      }
+    }
+    CHECK(ffn1 == 2);
+  }
+  // A uniform dropless router keeps one program.
+  m.router = RouterSpec{};
+  CHECK(build_transformer_workload(m, t, plan).workload.programs.size() == 1);
+}
+
+TEST_CASE("moe router: dropless: the busiest device sets the step time (analytic)") {
+  json padded = moe_scenario();  // 4 experts, one per device, top-1, cf 1
+  padded["model"]["router"] = {{"distribution", "uniform"}};
+  json uniform = padded;
+  uniform["model"]["capacity_factor"] = 0;
+  json skewed = moe_scenario();
+  skewed["model"]["capacity_factor"] = 0;
+  const Prediction pp = predict(parse_scenario(padded.dump(), "p.json"), options(true));
+  const Prediction pu = predict(parse_scenario(uniform.dump(), "u.json"), options(true));
+  const Prediction pz = predict(parse_scenario(skewed.dump(), "z.json"), options(true));
+  // Uniform: dropless computes what cf 1 pads to; zipf: the hottest expert's device computes
+  // 0.48 x 512 = 245.76 rows instead of 128, and the step takes longer.
+  CHECK(pu.step_time_s == doctest::Approx(pp.step_time_s).epsilon(1e-9));
+  CHECK(pz.step_time_s > pp.step_time_s * 1.01);
+  CHECK(pz.moe->dropped_token_fraction == 0);
+  const json r = report_json(pz);
+  CHECK(r["moe"]["dispatch"] == "dropless");
+  CHECK(r["moe"]["capacity_tokens_per_expert_per_micro_batch"].is_null());
+  CHECK(r["moe"]["expert_rows_per_device_per_micro_batch"][0].get<double>() == doctest::Approx(245.76));
+  CHECK(summary_text(pz).find("dropless (no capacity): the busiest device computes 245.8 expert rows") !=
+        std::string::npos);
+  // The slowest rank is a device holding expert 0 (ep index 0).
+  CHECK(pz.workload.groups.at("ep").index_in_group.at(slowest_rank(pz.sim).rank) == 0);
+  // MoDa refuses dropless routing.
+  json moda = json::parse(R"({
+    "name": "moda-dropless", "machine": "sunway-oceanlight",
+    "model": {"name": "m", "layers": 4, "d_model": 512, "heads": 8, "d_ff": 2048, "experts_per_layer": 8,
+              "capacity_factor": 0},
+    "training": {"seq_len": 1024, "micro_batch_per_node": 2, "precision": "fp32"},
+    "plan": {"layout": "moda", "nodes": 16, "nodes_per_supernode_used": 16, "paro": false}
+  })");
+  CHECK(error_of(moda).first == "/model/capacity_factor");
+}
+
+TEST_CASE("moe router: dropless under exhaustive fidelity: every rank runs its own program") {
+  json j = moe_scenario();
+  j["model"]["capacity_factor"] = 0;
+  Scenario sc = parse_scenario(j.dump(), "x.json");
+  sc.fidelity = Fidelity::exhaustive;
+  const Prediction p = predict(sc, options(false));
+  CHECK(p.sim.stats.simulated_ranks == 8);
+  CHECK(p.step_time_s > 0);
+  CHECK(p.workload.groups.at("ep").index_in_group.at(slowest_rank(p.sim).rank) == 0);
+}
+
+TEST_CASE("moe router: dropless under folded fidelity: one representative per device position") {
+  json j = moe_scenario();
+  j["model"]["capacity_factor"] = 0;
+  const Prediction p = predict(parse_scenario(j.dump(), "f.json"), options(false));
+  CHECK(p.sim.stats.simulated_ranks >= 4);  // the 4 devices of an ep group hold different experts
+  CHECK(p.workload.groups.at("ep").index_in_group.at(slowest_rank(p.sim).rank) == 0);
+  CHECK(report_json(p)["moe"]["dispatch"] == "dropless");
 }
