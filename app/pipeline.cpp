@@ -57,6 +57,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     p.model_flops = tw.model_flops;
     p.tokens_per_s = tw.tokens_per_step;
     p.memory = tw.memory;
+    if (!sc.model.dense()) p.moe = tw.moe;
     // A plan that does not fit is refused with its numbers, never simulated as if it fitted.
     if (!o.memory_only)
       if (auto short_by = memory_shortfall(p.memory, m.memory_bytes, m.device_word()))
@@ -171,6 +172,26 @@ nlohmann::json report_json(const Prediction& p) {
                  {"placement", order}};
     r["training"] = {{"seq_len", sc.training.seq_len}, {"precision", to_string(sc.training.precision)}};
   }
+  if (p.moe) {
+    const MoeRouting& mo = *p.moe;
+    json router{{"distribution", to_string(mo.router.distribution)}};
+    if (mo.router.distribution == RouterDistribution::zipf) router["zipf_s"] = mo.router.zipf_s;
+    // padded: every expert computes and exchanges C rows, dropped tokens skip it; dropless: no
+    // capacity, each device computes the rows its experts receive.
+    json rows = json::array();
+    for (double x : mo.expert_rows_per_device) rows.push_back(x);
+    r["moe"] = {{"router", router},
+                {"top_k", sc.model.top_k},
+                {"capacity_factor", mo.capacity_factor},
+                {"expert_parallel", sc.parallel.expert},
+                {"dispatch", mo.dropless ? "dropless" : "padded"},
+                {"routed_token_slots_per_micro_batch", mo.routed_slots_per_micro_batch},
+                {"capacity_tokens_per_expert_per_micro_batch",
+                 mo.dropless ? json(nullptr) : json(mo.capacity_tokens_per_expert)},
+                {"hottest_expert_load_tokens_per_micro_batch", mo.hottest_expert_load_tokens()},
+                {"expert_rows_per_device_per_micro_batch", rows},
+                {"dropped_token_fraction", mo.dropped_token_fraction}};
+  }
   r["step_time_s"] = p.step_time_s;
   r["executed_flops"] = p.executed_flops;
   r["sustained_pflops"] = p.sustained_pflops;
@@ -272,6 +293,26 @@ std::string summary_text(const Prediction& p) {
     s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",
                      to_string(sc.training.precision), sc.training.seq_len, pl.global_batch, pl.micro_batch,
                      pl.micro_batches());
+    if (p.moe) {
+      const MoeRouting& mo = *p.moe;
+      if (mo.dropless)
+        s += fmt::format("  MoE        {} experts, top-{}, expert parallel {}, dropless (no capacity): the busiest "
+                         "device computes {:.4g} expert rows per micro-batch (mean {:.4g})\n",
+                         sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.busiest_device_rows(),
+                         mo.routed_slots_per_micro_batch / pl.expert);
+      else
+        s += fmt::format("  MoE        {} experts, top-{}, expert parallel {}, capacity factor {:g}: capacity {:.4g} "
+                         "tokens per expert per micro-batch\n",
+                         sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.capacity_factor,
+                         mo.capacity_tokens_per_expert);
+      s += fmt::format("  router     {}{}: hottest expert {:.4g} tokens per micro-batch, dropped tokens {:.2f} % {}\n",
+                       to_string(mo.router.distribution),
+                       mo.router.distribution == RouterDistribution::zipf ? fmt::format(" (s = {:g})", mo.router.zipf_s)
+                                                                          : std::string(),
+                       mo.hottest_expert_load_tokens(), 100 * mo.dropped_token_fraction,
+                       mo.dropless ? "(dropless dispatch: the step waits for the busiest device)"
+                                   : "(padded dispatch: compute and all-to-all at capacity)");
+    }
   }
   s += fmt::format("  step time          {:.4f} s\n", p.step_time_s);
   s += fmt::format("  sustained          {:.1f} PFLOPS (executed FLOPs, as hardware counters count them)\n",

@@ -23,6 +23,9 @@ struct Prediction {
   double parameters = 0;          // the whole model
   std::optional<Placement> moda;  // MoDa scenarios: the layout's replicas and supernodes
   DeviceMemory memory;            // per device: the worst pipeline stage's (models/memory_model.hpp)
+  // General plans of MoE models: expected expert loads, capacity and dropped tokens
+  // (models/moe_routing.hpp); MoDa layouts balance with SWIPE and drop nothing.
+  std::optional<MoeRouting> moe;
   SimResult sim;
   bool analytic = false;  // sim came from the analytic estimate
   Breakdown breakdown;

@@ -548,7 +548,8 @@ ModelSpec read_model(const Reader& r, const json& root) {
   const std::string path = "/model";
   const json& m = r.require(root, "", "model", "a model object");
   r.require_object(m, path, "a model object");
-  r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "vocab"});
+  r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
+                        "vocab"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -558,8 +559,26 @@ ModelSpec read_model(const Reader& r, const json& root) {
   s.experts_per_layer = r.optional_int(m, path, "experts_per_layer", 0);
   s.top_k = r.optional_int(m, path, "top_k", 1);
   if (const json* v = Reader::find(m, "capacity_factor"))
-    s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::positive);
+    s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::non_negative);  // 0: dropless
   s.vocab = r.optional_int(m, path, "vocab", 0);
+  if (const json* v = Reader::find(m, "router")) {
+    const std::string rp = child(path, "router");
+    if (s.dense())
+      r.fail(rp, "expected no router: a dense model (no experts_per_layer) routes no tokens");
+    r.require_object(*v, rp, "a router object ({\"distribution\": \"uniform\"} or {\"distribution\": \"zipf\", "
+                             "\"zipf_s\": 1.2})");
+    r.check_keys(*v, rp, {"distribution", "zipf_s"});
+    s.router.distribution = static_cast<RouterDistribution>(r.enum_value(*v, rp, "distribution", {"uniform", "zipf"}, 0));
+    const json* zs = Reader::find(*v, "zipf_s");
+    if (s.router.distribution == RouterDistribution::zipf) {
+      if (!zs) r.fail(child(rp, "zipf_s"), "missing (expected a positive number, the Zipf exponent s: expert e receives "
+                                           "a share proportional to 1 / (e + 1)^s)");
+      s.router.zipf_s = r.number(*zs, child(rp, "zipf_s"), NumKind::positive);
+    } else if (zs) {
+      r.fail(child(rp, "zipf_s"), "unknown key (\"zipf_s\" goes only with \"distribution\": \"zipf\"; expected one "
+                                  "of: distribution)");
+    }
+  }
   return s;
 }
 
@@ -797,6 +816,13 @@ void validate(const Reader& r, const Scenario& s) {
                            "supernodes, and machine " + quoted(mc.name) + " is of family " + quoted(mc.family));
   if (m.experts_per_layer <= 0)
     r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
+  if (m.dropless())
+    r.fail("/model/capacity_factor", "expected a positive number: dropless routing (capacity_factor 0) is simulated "
+                                     "with general plans; BaGuaLu's SWIPE gives every expert exactly its capacity");
+  if (m.router.distribution != RouterDistribution::uniform)
+    r.fail("/model/router/distribution",
+           "expected \"uniform\" (or no router): under BaGuaLu's MoDa layouts SWIPE re-assigns the tokens over "
+           "capacity so that every expert receives exactly its capacity; skewed routing is simulated with general plans");
 
   if (m.d_model % m.heads != 0)
     r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads) +

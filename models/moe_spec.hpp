@@ -6,6 +6,19 @@
 
 namespace exasim {
 
+// How the gate spreads the routed token-slots over the experts (expected loads, not random
+// draws, so that runs are deterministic). uniform: every expert receives T k ep / E of an expert-
+// parallel group's T k ep slots per micro-batch. zipf: expert e (index order, fixed) receives the
+// share (1 / (e + 1)^s) / sum_j 1 / (j + 1)^s, capped at 1 / k (a token picks an expert at most
+// once under top-k; the excess goes to the other experts in proportion to their shares).
+enum class RouterDistribution { uniform, zipf };
+const char* to_string(RouterDistribution d);
+
+struct RouterSpec {
+  RouterDistribution distribution = RouterDistribution::uniform;
+  double zipf_s = 1.0;  // the Zipf exponent s (zipf only)
+};
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -14,7 +27,11 @@ struct ModelSpec {
   int d_ff = 0;
   int experts_per_layer = 0;  // 0: a dense transformer; else every layer is an MoE layer
   int top_k = 1;
-  double capacity_factor = 1.0;  // expert capacity = tokens * top_k / experts * capacity_factor
+  // Expert capacity = tokens * top_k / experts * capacity_factor; 0 (general plans): dropless,
+  // no capacity: each device computes the rows its experts receive.
+  double capacity_factor = 1.0;
+  bool dropless() const { return capacity_factor == 0; }
+  RouterSpec router;             // general plans: tokens over an expert's capacity are dropped
   int vocab = 0;                 // 0: embedding and logits not modelled (BaGuaLu's MoDa models)
   bool dense() const { return experts_per_layer == 0; }
 };

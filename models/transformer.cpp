@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,8 +35,20 @@ struct Dims {
   double local_experts() const { return E / ep; }
   // Expert capacity per expert and micro-batch: the ep devices' T k routed tokens over E
   // experts, times cf (GShard); each device computes its E / ep experts on their full capacity.
+  // GShard's dispatch is padded: whatever the router's skew (models/moe_routing.hpp), every
+  // expert's buffer holds exactly C rows (the tokens over capacity are dropped, an under-loaded
+  // expert's rows are padding), so the all-to-all bytes and the expert GEMM rows stay at capacity;
+  // skew only changes how many tokens are dropped (TransformerWorkload::moe).
   double capacity() const { return cf * T * k * ep / E; }
-  double expert_rows() const { return local_experts() * capacity(); }  // = cf T k
+  // Dropless (cf 0): no capacity; `dropless_rows` is the slots routed to this device's experts
+  // (models/moe_routing.hpp), the batched expert GEMMs run their mean per local expert (same
+  // FLOPs as the uneven grouped GEMM), and each device sends and receives its T k slots' rows
+  // (the all-to-all's per-peer imbalance is not modelled: a collective has one size per member).
+  bool dropless = false;
+  double dropless_rows = 0;
+  double expert_rows() const { return dropless ? dropless_rows : local_experts() * capacity(); }  // padded: cf T k
+  double rows_per_expert() const { return expert_rows() / local_experts(); }
+  double exchanged_rows() const { return dropless ? T * k : expert_rows(); }
   double ea = 2;       // bytes per activation element
   Precision gemm = Precision::fp16, storage = Precision::fp16, elementwise = Precision::fp16;
 };
@@ -306,9 +319,9 @@ class StageBuilder {
   // The MoE layer's FFN (the vocabulary of models/moe_transformer.cpp): gate, top-k, permute,
   // all-to-all dispatch over "ep", the local experts on their capacity, all-to-all combine.
   KernelShape gate() const { return gemm_shape(x_.T, x_.E, x_.d); }
-  KernelShape expert_ffn1() const { return gemm_shape(x_.capacity(), x_.ff, x_.d, x_.local_experts()); }
-  KernelShape expert_ffn2() const { return gemm_shape(x_.capacity(), x_.d, x_.ff, x_.local_experts()); }
-  double a2a_bytes() const { return x_.expert_rows() * x_.d * x_.ea; }
+  KernelShape expert_ffn1() const { return gemm_shape(x_.rows_per_expert(), x_.ff, x_.d, x_.local_experts()); }
+  KernelShape expert_ffn2() const { return gemm_shape(x_.rows_per_expert(), x_.d, x_.ff, x_.local_experts()); }
+  double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ea; }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ea, ff = x_.ff;
     last_ = b_.gemm(p + "gate", "gate" + sfx, ph, Precision::fp32, Precision::fp32, gate(), deps());
@@ -443,9 +456,38 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   const double ffn_params = 2 * x.d * x.ff + x.ff + x.d;
   const double layer_params = attn_params + (m.dense() ? ffn_params : x.E * ffn_params + x.d * x.E);
   out.parameters = m.layers * layer_params + (x.V + x.s) * x.d;
-  out.workload.programs.assign(plan.pipeline, StepGraph());
-  for (int stage = 0; stage < plan.pipeline; ++stage) {
-    StageBuilder sb(out.workload.programs[stage], x, plan, stage, lpc);
+  if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
+  // One program per stage; dropless, one per stage and distinct expert rows: device j of each
+  // expert-parallel group computes the rows its experts receive (program stage x R + row index).
+  std::vector<double> rows{0};
+  std::vector<int> row_of_ep_index(plan.expert, 0);
+  if (!m.dense() && m.dropless()) {
+    rows.clear();
+    for (int j = 0; j < plan.expert; ++j) {
+      const double r = out.moe.expert_rows_per_device[j];
+      auto it = std::find(rows.begin(), rows.end(), r);
+      row_of_ep_index[j] = static_cast<int>(it - rows.begin());
+      if (it == rows.end()) rows.push_back(r);
+    }
+  }
+  const int R = static_cast<int>(rows.size());
+  if (R > 1) {
+    const GroupTable& ep = out.workload.groups.at("ep");
+    for (int r = 0; r < out.workload.rank_count; ++r) {
+      const int p = out.placement.coords[r].pipeline * R + row_of_ep_index.at(ep.index_in_group.at(r));
+      out.workload.program_of_rank[r] = p;
+      out.workload.class_of_rank[r] = p;
+    }
+  }
+  std::vector<int> devices_with_rows(R, 0);
+  for (int j = 0; j < plan.expert; ++j) devices_with_rows[row_of_ep_index[j]]++;
+  out.workload.programs.assign(plan.pipeline * R, StepGraph());
+  std::vector<Dims> xs(R, x);  // (StageBuilder keeps a reference)
+  for (int prog = 0; prog < plan.pipeline * R; ++prog) {
+    const int stage = prog / R, ri = prog % R;
+    xs[ri].dropless = !m.dense() && m.dropless();
+    xs[ri].dropless_rows = rows[ri];
+    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, lpc);
     for (const PipelineItem& it : pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage))
       sb.item(it);
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
@@ -456,12 +498,16 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     if (stage == 0) dense += x.V * x.d * x.pf + x.s * x.d;
     if (stage == plan.pipeline - 1 && x.V > 0 && plan.pipeline > 1) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);
-    const double ranks_per_stage = double(plan.tensor) * plan.data;
+    const double ranks_per_stage = double(plan.tensor) * plan.data * devices_with_rows[ri] / plan.expert;
     out.executed_flops += sb.executed_flops() * ranks_per_stage;
     out.model_flops += sb.model_flops() * ranks_per_stage;
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
-  out.memory = worst_stage_memory(m, t, plan);
+  // Dropless: the activations of the busiest device's expert rows (as if its capacity factor
+  // were its rows over T k).
+  ModelSpec mm = m;
+  if (!m.dense() && m.dropless()) mm.capacity_factor = out.moe.busiest_device_rows() / (x.T * x.k);
+  out.memory = worst_stage_memory(mm, t, plan);
   return out;
 }
 

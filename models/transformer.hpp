@@ -29,6 +29,7 @@
 // also all-gathers each layer's parameters before its forward and its backward.
 #pragma once
 #include "models/memory_model.hpp"
+#include "models/moe_routing.hpp"
 #include "models/moe_spec.hpp"
 #include "models/parallel_plan.hpp"
 #include "models/plan_placement.hpp"
@@ -46,6 +47,9 @@ struct TransformerWorkload {
   // Per-device memory of the stage with the largest total (models/memory_model.hpp); compare
   // with the device's memory by memory_shortfall().
   DeviceMemory memory;
+  // MoE models: the router's expected expert loads, each expert's capacity and the fraction of
+  // routed token-slots dropped over capacity (models/moe_routing.hpp); empty loads when dense.
+  MoeRouting moe;
 };
 
 // Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
