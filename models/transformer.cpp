@@ -109,7 +109,7 @@ class StageBuilder {
   int layer_index(int vs, int l) const { return vs * lpc_ + l; }
 
   // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
-  // local shard, and (ZeRO) the all-gather of the updated parameters. Returns the Adam op.
+  // local shard, and (ZeRO 1, 2) the all-gather of the updated parameters. Returns the Adam op.
   long update(const std::string& group, const std::string& role, int replicas, double params,
               const std::vector<long>& done, long after) {
     if (params <= 0) return after;
@@ -128,7 +128,9 @@ class StageBuilder {
     }
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
                                               : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
-    if (replicas > 1 && plan_.zero_stage >= 1)
+    // ZeRO 1 and 2 all-gather the updated parameters; ZeRO 3 keeps each shard and gathers a layer's
+    // parameters before its forward and its backward instead (zero3_gather).
+    if (replicas > 1 && (plan_.zero_stage == 1 || plan_.zero_stage == 2))
       b_.collective(group + ".opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather,
                     CollectiveAlgorithm::ring, role, params * bytes_per_element(x_.storage), {adam});
     return adam;

@@ -153,6 +153,37 @@ TEST_CASE("model FLOPs with full recomputation equal Megatron-LM's Eq. 3, parame
   CHECK(none.model_flops == doctest::Approx(72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V));
 }
 
+TEST_CASE("ZeRO stages: the data-parallel collectives by hand: all-reduce, reduce-scatter + all-gather, per-layer gathers") {
+  // 2 layers, h = 64, vocab 256, seq 32, fp16: parameters 2 (12 h^2 + 13 h) + (256 + 32) h; 4 replicas.
+  const double h = 64, layer = 12 * h * h + 13 * h, params = 2 * layer + (256 + 32) * h;
+  for (int stage = 0; stage <= 3; ++stage) {
+    CAPTURE(stage);
+    ParallelPlan p = plan(4, 1, 1, 1, 4, Recompute::none);
+    p.zero_stage = stage;
+    const TransformerWorkload tw = build_transformer_workload(gpt(2, 64, 4, 256), half(32), p);
+    CHECK(tw.parameters == doctest::Approx(params));
+    std::map<std::string, std::pair<int, double>> seen;  // label -> (count, bytes of each)
+    const StepGraph& g = tw.workload.programs[0];
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
+        CHECK(c->group_role == "dp");
+        auto& [n, bytes] = seen[g[v].label];
+        ++n;
+        bytes = c->bytes;
+      }
+    using Seen = std::map<std::string, std::pair<int, double>>;
+    if (stage == 0) {
+      CHECK(seen == Seen{{"grad_all_reduce", {1, 2 * params}}});  // fp16 gradients, all-reduced once
+    } else if (stage < 3) {
+      // The same volume as an all-reduce, split into its two halves around the sharded Adam.
+      CHECK(seen == Seen{{"grad_reduce_scatter", {1, 2 * params}}, {"param_all_gather", {1, 2 * params}}});
+    } else {
+      // ZeRO 3: no all-gather after the update; each layer's fp16 parameters before its forward and backward.
+      CHECK(seen == Seen{{"grad_reduce_scatter", {1, 2 * params}}, {"zero3_param_all_gather", {2 * 2, 2 * layer}}});
+    }
+  }
+}
+
 TEST_CASE("interleaving splits the layers into chunks, each send has one receive with its tag in the next stage") {
   const ModelSpec m = gpt(8);
   ParallelPlan p = plan(1, 2, 2, 1, 4);
