@@ -126,6 +126,7 @@ nlohmann::json run_validation(const PredictOptions& o) {
                {"error_pct", 100.0 * (predicted - published) / published}, {"role", role}, {"unit", fig_unit}};
       // A figure in percent (an efficiency) is judged by its difference in points.
       if (fig_unit == "percent") row["error_points"] = predicted - published;
+      if (c.contains("note")) row["note"] = c.value("note", "");  // the case's caveat, for the report
       rows.push_back(std::move(row));
     }
   }

@@ -1061,7 +1061,7 @@ def report_validation_section(rows, path):
         errtext = (f"{pts:+.1f} pts" if isinstance(pts, (int, float)) else
                    f"{err:+.1f} %" if isinstance(err, (int, float)) else "-")
         trs.append([r["case"], r["figure"], f"{pred:.4g}", f"{r['published']:.4g}", errtext, r.get("role", ""),
-                    r.get("unit", ""), ""])
+                    r.get("unit", ""), r.get("note", "")])
         e = abs(pts) if isinstance(pts, (int, float)) else abs(err) if isinstance(err, (int, float)) else None
         classes.append("" if e is None else "good" if e <= 10 else "bad")
     parts.append(table(["case", "figure", "predicted", "published", "error", "role", "unit", "note"], trs, (2, 3, 4),
