@@ -209,8 +209,9 @@ nlohmann::json report_json(const Prediction& p) {
                     {"optimizer", part(b.optimizer_s)},
                     {"idle", part(b.idle_s)}};
   const DeviceMemory& mem = p.memory;
+  // Bytes only; the stage they are counted on (the fullest) and its in-flight micro-batches apart.
+  r["memory_stage"] = {{"pipeline_stage", mem.stage}, {"in_flight_micro_batches", mem.in_flight_micro_batches}};
   r["memory_per_device_bytes"] = {
-      {"pipeline_stage", mem.stage},
       {"parameters", mem.parameters_bytes},
       {"gradients", mem.gradients_bytes},
       {"optimizer_state", mem.optimizer_state_bytes},
@@ -220,8 +221,7 @@ nlohmann::json report_json(const Prediction& p) {
       {"communication_buffers", mem.communication_buffers_bytes},
       {"total", mem.total_bytes},
       {"capacity", sc.machine.memory_bytes},
-      {"host_optimizer_state", mem.host_optimizer_state_bytes},
-      {"in_flight_micro_batches", mem.in_flight_micro_batches}};
+      {"host_optimizer_state", mem.host_optimizer_state_bytes}};
   json cp = json::array();
   for (size_t i = 0; i < p.critical.size() && i < 10; ++i) {
     const auto& c = p.critical[i];

@@ -137,8 +137,8 @@ class StageBuilder {
   }
   // Optimizer offload (ZeRO-Offload, M6-10T): the device's optimizer state lives in host memory
   // and the host CPU runs Adam; the device runs no optimizer kernel. After the reduction, the
-  // device copies its reduced gradient shard to the host over the host link (x_.ea bytes per
-  // parameter: 2 in fp16 mixed precision, 4 in fp32), the host updates the shard, and the
+  // device copies its reduced gradient shard to the host over the host link (storage precision:
+  // 2 bytes per parameter in fp16 mixed precision, 4 in fp32), the host updates the shard, and the
   // updated parameters come back over the link (storage precision: 2 or 4 bytes per parameter).
   // The host's Adam, per parameter of the shard (bytes to and from host memory):
   //   fp16 mixed precision: reads the fp16 gradient (2) and the fp32 master weight, momentum and

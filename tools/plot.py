@@ -945,15 +945,15 @@ def report_run_section(r):
         f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>' for k, v in cards)
                  + "</div>")
     if mem:
-        counts = ("pipeline_stage", "in_flight_micro_batches")  # not bytes
         parts.append("<h2>Memory per device</h2>")
-        if isinstance(mem.get("pipeline_stage"), (int, float)):
-            parts.append(f'<p class="meta">the worst pipeline stage: {esc(mem["pipeline_stage"])}, holding '
-                         f'{esc(mem.get("in_flight_micro_batches", "-"))} micro-batches of activations at its peak</p>')
+        stage = r.get("memory_stage")
+        if isinstance(stage, dict) and isinstance(stage.get("pipeline_stage"), (int, float)):
+            parts.append(f'<p class="meta">the fullest pipeline stage: {esc(stage["pipeline_stage"])}, holding '
+                         f'{esc(stage.get("in_flight_micro_batches", "-"))} micro-batches of activations at its peak</p>')
         parts.append(table(["part", "bytes", ""], [[k.replace("_", " "), f"{as_number(v, r['_path'], k):,.0f}",
                                                     gib(as_number(v, r['_path'], k))]
                                                    for k, v in mem.items()
-                                                   if isinstance(v, (int, float)) and k not in counts], (1, 2)))
+                                                   if isinstance(v, (int, float))], (1, 2)))
     moe = r.get("moe")
     if isinstance(moe, dict):
         parts.append("<h2>Mixture of experts</h2>")

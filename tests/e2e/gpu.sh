@@ -32,6 +32,12 @@ for r in (a, f, x):
 assert a["sim"]["fidelity"] == "analytic" and a["plan"]["devices"] == 32
 assert f["plan"]["devices"] == 16 and f["sim"]["fidelity"] == "folded" and x["sim"]["fidelity"] == "exhaustive"
 assert abs(f["step_time_s"] - x["step_time_s"]) <= 1e-6 * x["step_time_s"], (f["step_time_s"], x["step_time_s"])
+# Memory per device: bytes only, the total their sum; the stage they are counted on apart.
+mem = f["memory_per_device_bytes"]
+parts = ["parameters", "gradients", "optimizer_state", "activations", "embedding_logits", "communication_buffers"]
+assert abs(mem["total"] - sum(mem[k] for k in parts)) <= 1e-9 * mem["total"], mem
+assert mem["model_state"] == mem["parameters"] + mem["gradients"] + mem["optimizer_state"], mem
+assert f["memory_stage"]["pipeline_stage"] == 0 and f["memory_stage"]["in_flight_micro_batches"] >= 1, f["memory_stage"]
 t = json.load(open(f"{d}/t/report.json"))
 assert t["step_time_s"] > 0 and t["plan"]["devices"] == 16, t["step_time_s"]
 assert t["machine"]["family"] == "torus" and t["machine"]["torus_x"] == 32 and t["machine"]["device_word"] == "chip", t["machine"]
