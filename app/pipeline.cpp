@@ -28,6 +28,8 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
       mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
     } catch (const DoesNotFitError& e) {
       throw DoesNotFitError(sc.file + ": /plan: " + e.what());
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(sc.file, "/plan", e.what());
     }
     p.workload = std::move(mw.workload);
     p.moda = mw.placement;
@@ -277,7 +279,7 @@ std::string summary_text(const Prediction& p) {
                      sc.machine.name, sc.plan.nodes, p.moda->supernodes_used, to_string(sc.plan.layout),
                      p.moda->replicas, sc.plan.paro ? "on" : "off");
     s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
-                     to_string(sc.training.precision), sc.training.seq_len * sc.training.micro_batch_per_node,
+                     to_string(sc.training.precision), static_cast<long long>(sc.training.seq_len) * sc.training.micro_batch_per_node,
                      sc.training.micro_batches);
   } else {
     const ParallelPlan& pl = sc.parallel;
