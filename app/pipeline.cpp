@@ -9,7 +9,33 @@
 
 namespace exasim {
 
+namespace {
+
+// Refuses, before anything is built, a plan whose step graph would exceed the limit.
+void check_graph_size(const Scenario& sc, const PredictOptions& o) {
+  const GraphSizeEstimate e = sc.plan_kind == Scenario::PlanKind::moda
+                                  ? estimate_graph_size(sc.model, sc.training, sc.plan)
+                                  : estimate_graph_size(sc.model, sc.training, sc.parallel);
+  if (e.ops_x_ranks() > o.max_graph_ops)
+    throw ScenarioError(sc.file, "/plan",
+                        fmt::format("expected a step graph of at most {:.3g} ops x ranks, estimated {:.3g} ({:.3g} ops "
+                                    "per rank x {:.3g} ranks) before building it; --max-graph-ops N raises the limit",
+                                    o.max_graph_ops, e.ops_x_ranks(), e.ops_per_rank, e.ranks));
+}
+
+// The precisions the step computes in; each must have figures in the host profile.
+void check_host_precisions(const Scenario& sc, const HostEfficiency& host) {
+  std::vector<Precision> used{Precision::fp32};
+  if (sc.training.precision != PrecisionPolicy::fp32) used.push_back(Precision::fp16);
+  for (Precision pr : used)
+    host.require_precision(pr, fmt::format("scenario {} computes in {}", sc.file, to_string(sc.training.precision)));
+}
+
+}  // namespace
+
 Prediction predict(const Scenario& sc, const PredictOptions& o) {
+  check_host_precisions(sc, *o.host);
+  check_graph_size(sc, o);
   Prediction p;
   p.scenario = sc;
   const MachineSpec& m = sc.machine;
