@@ -508,7 +508,8 @@ void read_torus(const Reader& r, const json& m, const std::string& path, Machine
 void read_sunway(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
-                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
+                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
+                "sources"});
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
   s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
@@ -516,6 +517,9 @@ void read_sunway(const Reader& r, const json& m, const std::string& path, Machin
   s.noc_Bps = r.required_number(m, path, "noc_Bps", NumKind::positive);
   s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
   s.node_injection_Bps = r.required_number(m, path, "node_injection_Bps", NumKind::positive);
+  // Optional: without it a message costs its sender nothing beyond latency and bytes.
+  if (Reader::find(m, "message_overhead_s"))
+    s.message_overhead_s = r.required_number(m, path, "message_overhead_s", NumKind::non_negative);
   s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
 }
 

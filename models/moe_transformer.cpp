@@ -121,7 +121,10 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   // master, m, v and the fp16 copy.
   const double K = pl.nodes_per_supernode_used;
   const Phase O = Phase::optimizer;
-  const Phase G = Phase::backward;  // gradient reductions count as the backward pass's communication
+  // ParO is the optimizer: its gradient reduce-scatter, the update of the shard and the parameter
+  // all-gather form the optimizer step (BaGuaLu Figure 18: backward communication is the backward
+  // all-to-alls alone). Without ParO, gradients are all-reduced as the backward pass's communication.
+  const Phase G = paro ? Phase::optimizer : Phase::backward;
   // after_backward: the reductions start when the whole backward pass is done; overlap: a
   // layer's reductions start as soon as its own backward is done (in backward order, one
   // after another), while the backward of the layers below goes on. The update waits for
@@ -158,7 +161,16 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
                           CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
       shared_ready = comm;
     }
+    // APEX O2 (the half experts of layer-wise mixed precision): the reduced half gradients of the
+    // shard are unscaled into fp32 master gradients, Adam updates the fp32 master weights, which
+    // are copied back into the half model weights that the all-gather then shares.
+    if (pp.expert_master_bytes > 0)
+      adam = b.memory(p + "expert_master_grad", "expert_master_grad", O, Kernel::residual_add, Precision::fp32,
+                      elements(expert_shard), expert_shard, expert_shard * (eg + 4), {adam, expert_grads_ready});
     adam = b.optimizer_update(p + "expert_adam", "expert_adam", expert_shard, {adam, expert_grads_ready});
+    if (pp.expert_master_bytes > 0)
+      adam = b.memory(p + "expert_master_to_model", "expert_master_to_model", O, Kernel::residual_add, Precision::fp32,
+                      elements(expert_shard), 0, expert_shard * (4 + ep), {adam});
     if (paro && pl.replicas > 1)
       b.collective(p + "expert_param_all_gather", "expert_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "expert_replicas", expert_params * ep, {adam});

@@ -64,6 +64,7 @@ struct MachineSpec {
   double noc_Bps = 0;                            // on-chip network between core groups and NIC
   double upper_level_bandwidth_ratio = 0;        // bandwidth across supernodes / inside (3/16)
   double node_injection_Bps = 0;                 // per direction; unpublished (free parameter)
+  double message_overhead_s = 0;                 // sender's cost per message (Network::message_overhead_s)
   // --- every family: latency of one switch hop or link (unpublished: an assumption or a free parameter)
   double link_latency_s = 0;
 
