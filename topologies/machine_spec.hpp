@@ -53,7 +53,7 @@ struct MachineSpec {
   std::map<Precision, double> peak_flops_per_s;  // per device
   std::map<Precision, double> gemm_efficiency;
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
-  double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update; unpublished choice
+  double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update (Sunway: derived)
   double memory_bytes = 0;                       // per device
   // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
   // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per
