@@ -42,6 +42,8 @@ const char* to_string(PrecisionPolicy p) {
     case PrecisionPolicy::fp32: return "fp32";
     case PrecisionPolicy::mixed: return "mixed";
     case PrecisionPolicy::fp16: return "fp16";
+    case PrecisionPolicy::apex_o1: return "apex_o1";
+    case PrecisionPolicy::apex_o2: return "apex_o2";
   }
   return "?";
 }
@@ -601,10 +603,14 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
     s.micro_batch_per_node = r.required_int(t, path, "micro_batch_per_node");
     s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
   }
-  // The MoDa layouts take fp32 or BaGuaLu's layer-wise mixed precision; general plans also fp16.
-  static const PrecisionPolicy policies[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16};
-  s.precision = policies[general ? r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16"}, -1)
-                                 : r.enum_value(t, path, "precision", {"fp32", "mixed"}, -1)];
+  // The MoDa layouts take the modes of models/precision.hpp ("mixed" is "layerwise", BaGuaLu's
+  // layer-wise mixed precision); general plans fp32 and fp16 (Megatron's mixed precision).
+  static const PrecisionPolicy general_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16};
+  static const PrecisionPolicy moda_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::mixed,
+                                               PrecisionPolicy::apex_o1, PrecisionPolicy::apex_o2};
+  s.precision = general ? general_modes[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16"}, -1)]
+                        : moda_modes[r.enum_value(t, path, "precision",
+                                                  {"fp32", "mixed", "layerwise", "apex_o1", "apex_o2"}, -1)];
   s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
                                                                                           : GradSync::overlap;
   return s;
@@ -835,10 +841,11 @@ void validate(const Reader& r, const Scenario& s) {
     r.fail("/model/top_k", "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " +
                                num(m.top_k));
 
-  if (s.training.precision == PrecisionPolicy::mixed &&
+  const PrecisionPolicy pm = s.training.precision;
+  if ((pm == PrecisionPolicy::mixed || pm == PrecisionPolicy::apex_o1 || pm == PrecisionPolicy::apex_o2) &&
       (!mc.peak_flops_per_s.count(Precision::fp16) || !mc.gemm_efficiency.count(Precision::fp16)))
     r.fail("/training/precision",
-           "expected \"fp32\": precision \"mixed\" needs the machine's peak_flops_per_s.fp16 and "
+           std::string("expected \"fp32\": precision \"") + to_string(pm) + "\" needs the machine's peak_flops_per_s.fp16 and "
            "gemm_efficiency.fp16, and machine " +
                quoted(mc.name) + " lacks " +
                (!mc.peak_flops_per_s.count(Precision::fp16) ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));

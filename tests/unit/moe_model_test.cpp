@@ -437,3 +437,48 @@ TEST_CASE("moe model: mixed precision adds the master-weight passes to the optim
       if (g[v].label == "expert_param_all_gather") CHECK(c->bytes == 256 * 2);
     }
 }
+
+// The precision table (models/precision.hpp) drives each op's precision and the state bytes.
+TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and model state") {
+  const ModelSpec m = tiny_model();
+  auto build = [&](PrecisionPolicy p) {
+    TrainingSpec t = tiny_training();
+    t.precision = p;
+    return build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory);
+  };
+  auto gemm_precision = [](const StepGraph& g, const std::string& name) {
+    return std::get<ComputeWork>(g[op_named(g, name)].work).precision;
+  };
+  auto a2a_bytes = [](const StepGraph& g) { return std::get<CollectiveWork>(g[op_named(g, "L0.fwd.dispatch")].work).bytes; };
+  const MoeWorkload f32 = build(PrecisionPolicy::fp32), o1 = build(PrecisionPolicy::apex_o1),
+                    o2 = build(PrecisionPolicy::apex_o2), lw = build(PrecisionPolicy::mixed);
+  const StepGraph &g32 = f32.workload.programs[0], &g1 = o1.workload.programs[0], &g2 = o2.workload.programs[0],
+                  &gl = lw.workload.programs[0];
+  // GEMMs: fp32 / half under O1, O2 and layerwise; the gate stays fp32 only in layerwise.
+  CHECK(gemm_precision(g32, "L0.fwd.expert_ffn1") == Precision::fp32);
+  CHECK(gemm_precision(g1, "L0.fwd.expert_ffn1") == Precision::fp16);
+  CHECK(gemm_precision(g2, "L0.fwd.attn_qkv") == Precision::fp16);
+  CHECK(gemm_precision(gl, "L0.fwd.gate") == Precision::fp32);
+  CHECK(gemm_precision(g2, "L0.fwd.gate") == Precision::fp16);
+  // Layer norms: fp64 in layerwise, half in O2, fp32 in O1.
+  CHECK(gemm_precision(gl, "L0.fwd.attn_layernorm") == Precision::fp64);
+  CHECK(gemm_precision(g2, "L0.fwd.attn_layernorm") == Precision::fp16);
+  CHECK(gemm_precision(g1, "L0.fwd.attn_layernorm") == Precision::fp32);
+  // Tokens exchanged in the storage precision of the FFN's activations: T k d x 4 or 2 bytes.
+  CHECK(a2a_bytes(g32) == 8 * 8 * 4);
+  CHECK(a2a_bytes(g1) == 8 * 8 * 4);
+  CHECK(a2a_bytes(g2) == 8 * 8 * 2);
+  CHECK(a2a_bytes(gl) == 8 * 8 * 2);
+  // Model state per node, 2 layers: expert 2 d ff = 256, shared 4dd + dE + 4d = 320 parameters a layer;
+  // R = 2 replicas and K = 4 nodes shard the optimizer state (ParO).
+  CHECK(o1.memory.parameters_bytes == 2 * (256 * 4 + 320 * 4));
+  CHECK(o1.memory.optimizer_state_bytes == 2 * (256 * 8 / 2 + 320 * 8 / 4));
+  CHECK(o2.memory.parameters_bytes == 2 * (256 * 2 + 320 * 2));
+  CHECK(o2.memory.optimizer_state_bytes == 2 * (256 * 12 / 2 + 320 * 12 / 4));
+  CHECK(lw.memory.parameters_bytes == 2 * (256 * 2 + 320 * 4));
+  CHECK(lw.memory.optimizer_state_bytes == 2 * (256 * 12 / 2 + 320 * 8 / 4));
+  // The general-plan mode has no MoDa row.
+  TrainingSpec t = tiny_training();
+  t.precision = PrecisionPolicy::fp16;
+  CHECK_THROWS_AS(build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory), std::invalid_argument);
+}

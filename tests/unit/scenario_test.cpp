@@ -302,7 +302,7 @@ TEST_CASE("scenario error: enum value not in the list") {
   const Caught c = error_of(j);
   CHECK(c.thrown);
   CHECK(c.path == "/training/precision");
-  CHECK(contains(c.message, "expected one of \"fp32\", \"mixed\", got \"fp16\""));
+  CHECK(contains(c.message, "expected one of \"fp32\", \"mixed\", \"layerwise\", \"apex_o1\", \"apex_o2\", got \"fp16\""));
 }
 
 TEST_CASE("scenario error: engine fidelity not in the list") {
@@ -601,5 +601,23 @@ TEST_CASE("scenario: every embedded device file parses, with its sources and ass
     const exasim::Scenario s = exasim::parse_scenario(j.dump(), "t.json");
     CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) > 50e12);
     CHECK(s.machine.memory_bandwidth_Bps > 200e9);
+  }
+}
+
+TEST_CASE("scenario: MoDa precision modes; mixed is layerwise; bf16 and unknown modes are refused with the list") {
+  json j = valid_scenario();
+  j["training"]["precision"] = "layerwise";
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::mixed);
+  j["training"]["precision"] = "apex_o1";
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::apex_o1);
+  j["training"]["precision"] = "apex_o2";
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::apex_o2);
+  for (const char* bad : {"bf16", "fp8", "half"}) {
+    CAPTURE(bad);
+    j["training"]["precision"] = bad;
+    const Caught c = error_of(j);
+    CHECK(c.thrown);
+    CHECK(contains(c.message, "/training/precision"));
+    CHECK(contains(c.message, "\"layerwise\", \"apex_o1\", \"apex_o2\""));
   }
 }
