@@ -604,7 +604,7 @@ TEST_CASE("scenario: every embedded device file parses, with its sources and ass
   }
 }
 
-TEST_CASE("scenario: MoDa precision modes; mixed is layerwise; bf16 and unknown modes are refused with the list") {
+TEST_CASE("scenario: MoDa precision modes, mixed is layerwise, bf16 and unknown modes are refused with the list") {
   json j = valid_scenario();
   j["training"]["precision"] = "layerwise";
   CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::mixed);
