@@ -105,6 +105,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   // The slowest rank's own program (each pipeline stage runs its own).
   const StepGraph& slow_program = p.workload.program(slow.rank);
   p.breakdown = breakdown_of(slow_program, slow);
+  p.breakdown_kind = breakdown_by_kind(slow_program, slow);
   p.critical = critical_path(slow_program, slow);
   p.compute_use = compute_by_kernel_class(slow_program, cost, cost.device());
   p.host_efficiency = o.host->describe();
@@ -244,6 +245,9 @@ nlohmann::json report_json(const Prediction& p) {
                     {"backward_communication", part(b.backward_communication_s)},
                     {"optimizer", part(b.optimizer_s)},
                     {"idle", part(b.idle_s)}};
+  json by_kind = json::object();
+  for (const KindShare& k : p.breakdown_kind) by_kind[k.kind] = part(k.seconds);
+  r["breakdown_by_kind"] = by_kind;
   const DeviceMemory& mem = p.memory;
   // Bytes only; the stage they are counted on (the fullest) and its in-flight micro-batches apart.
   r["memory_stage"] = {{"pipeline_stage", mem.stage},
@@ -369,6 +373,9 @@ std::string summary_text(const Prediction& p) {
   line("backward communication", b.backward_communication_s);
   line("optimizer", b.optimizer_s);
   if (b.idle_s > 0) line("idle", b.idle_s);
+  s += "  by kind (exposed time: compute first, then each collective kind in turn):\n";
+  for (const KindShare& k : p.breakdown_kind)
+    if (k.seconds > 0) line(k.kind.c_str(), k.seconds);
   const DeviceMemory& m = p.memory;
   s += fmt::format("  memory per {:<7} {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}",
                    sc.machine.device_word(), m.total_bytes / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,

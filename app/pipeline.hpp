@@ -29,7 +29,8 @@ struct Prediction {
   std::optional<MoeRouting> moe;
   SimResult sim;
   bool analytic = false;  // sim came from the analytic estimate
-  Breakdown breakdown;
+  Breakdown breakdown;                  // by phase (BaGuaLu's five and idle)
+  std::vector<KindShare> breakdown_kind;  // by kind of work (compute, each collective kind, idle)
   std::vector<CriticalItem> critical;
   std::string cost_model;
   std::string host_efficiency;  // where the host's relative efficiencies came from

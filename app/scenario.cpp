@@ -46,6 +46,8 @@ const char* to_string(PrecisionPolicy p) {
     case PrecisionPolicy::mixed: return "mixed";
     case PrecisionPolicy::fp16: return "fp16";
     case PrecisionPolicy::bf16: return "bf16";
+    case PrecisionPolicy::apex_o1: return "apex_o1";
+    case PrecisionPolicy::apex_o2: return "apex_o2";
   }
   return "?";
 }
@@ -535,7 +537,8 @@ void read_torus(const Reader& r, const json& m, const std::string& path, Machine
 void read_sunway(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
-                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "link_latency_s", "sources"});
+                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
+                "sources"});
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
   s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
@@ -543,6 +546,9 @@ void read_sunway(const Reader& r, const json& m, const std::string& path, Machin
   s.noc_Bps = r.required_ranged(m, path, "noc_Bps", kLinkBandwidthRange);
   s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
   s.node_injection_Bps = r.required_ranged(m, path, "node_injection_Bps", kLinkBandwidthRange);
+  // Optional: without it a message costs its sender nothing beyond latency and bytes.
+  if (Reader::find(m, "message_overhead_s"))
+    s.message_overhead_s = r.required_ranged(m, path, "message_overhead_s", kMessageOverheadRange);
   s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
 }
 
@@ -643,11 +649,15 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
     s.micro_batch_per_node = r.required_int(t, path, "micro_batch_per_node");
     s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
   }
-  // The MoDa layouts take fp32 or BaGuaLu's layer-wise mixed precision; general plans also fp16.
-  static const PrecisionPolicy policies[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16,
-                                             PrecisionPolicy::bf16};
-  s.precision = policies[general ? r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16"}, -1)
-                                 : r.enum_value(t, path, "precision", {"fp32", "mixed"}, -1)];
+  // The MoDa layouts take the modes of models/precision.hpp ("mixed" is "layerwise", BaGuaLu's
+  // layer-wise mixed precision); general plans fp32, fp16 (Megatron's mixed precision) and bf16.
+  static const PrecisionPolicy general_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16,
+                                                  PrecisionPolicy::bf16};
+  static const PrecisionPolicy moda_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::mixed,
+                                               PrecisionPolicy::apex_o1, PrecisionPolicy::apex_o2};
+  s.precision = general ? general_modes[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16"}, -1)]
+                        : moda_modes[r.enum_value(t, path, "precision",
+                                                  {"fp32", "mixed", "layerwise", "apex_o1", "apex_o2"}, -1)];
   s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
                                                                                           : GradSync::overlap;
   return s;

@@ -152,7 +152,7 @@ nlohmann::json run_validation(const PredictOptions& o) {
 std::string validation_table(const nlohmann::json& rows) {
   std::string s = fmt::format("{:<36} {:<16} {:>11} {:>11} {:>9}  {}\n", "case", "figure", "predicted", "published",
                               "error", "role");
-  std::vector<double> errs;
+  std::vector<double> errs, points;
   for (const auto& r : rows) {
     if (r["predicted"].is_null()) {
       s += fmt::format("{:<36} {:<16} {:>11} {:>11} {:>9}  not expressible: {}\n", r["case"].get<std::string>(),
@@ -160,6 +160,7 @@ std::string validation_table(const nlohmann::json& rows) {
       continue;
     }
     if (r.contains("error_points")) {  // not a relative error: kept out of the error statistics
+      if (r["role"] == "predicted") points.push_back(std::fabs(r["error_points"].get<double>()));
       s += fmt::format("{:<36} {:<16} {:>10.1f}% {:>10.1f}% {:>+6.1f}pts  {}\n", r["case"].get<std::string>(),
                        r["figure"].get<std::string>(), r["predicted"].get<double>(), r["published"].get<double>(),
                        r["error_points"].get<double>(), r["role"].get<std::string>());
@@ -177,6 +178,13 @@ std::string validation_table(const nlohmann::json& rows) {
     size_t within = 0;
     for (double e : errs) within += e <= 10.0;
     s += fmt::format("predicted figures: {}, within 10 %: {}, median |error|: {:.1f} %\n", errs.size(), within, median);
+  }
+  if (!points.empty()) {  // shares and efficiencies, judged in points
+    std::sort(points.begin(), points.end());
+    size_t within = 0;
+    for (double e : points) within += e <= 5.0;
+    s += fmt::format("figures in percent: {}, within 5 points: {}, largest miss: {:.1f} points\n", points.size(), within,
+                     points.back());
   }
   return s;
 }

@@ -53,10 +53,16 @@ Placement place_moe_ranks(const ModelSpec& model, const PlanSpec& plan, int mach
   // The inner block of the layout (replicas for MoDa, an MoE group for inverse): ranks at
   // the same offset inside their supernode behave alike when that block tiles the supernode.
   const int block = plan.layout == Layout::moda ? R : E;
+  const bool tiles = block <= K && K % block == 0;
+  // MoDa with a direct all-to-all: when the replica blocks tile the supernode, every rank sends
+  // to the same numbers of peers inside and across supernodes, and its replica, supernode and
+  // cross-supernode rings have the same shape, so all ranks behave alike (one class). A pairwise
+  // or hierarchical exchange orders its peers by index, so there a rank's offset matters.
+  const bool symmetric = plan.layout == Layout::moda && plan.all_to_all == CollectiveAlgorithm::direct && tiles;
   for (int r = 0; r < N; ++r) {
     const int sn = r / K, pos = r % K;
     w.node_of_rank[r] = sn * machine_nps + pos;
-    w.class_of_rank[r] = (block <= K && K % block == 0) ? pos / block : pos;
+    w.class_of_rank[r] = symmetric ? 0 : tiles ? pos / block : pos;
   }
   if (plan.layout == Layout::moda) {
     w.groups["moe"] = make_groups(R, E, N, K, [R](int i, int e) { return e * R + i; });

@@ -46,11 +46,12 @@ struct ModelSpec {
   bool dense() const { return experts_per_layer == 0; }
 };
 
-// fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision; fp16: Megatron-LM's
-// mixed precision (GEMMs and activations in fp16, fp32 master weights and Adam state).
-// bf16: as fp16 (16-bit GEMMs and activations, fp32 master weights and Adam state) in bfloat16,
-// which runs at the same tensor-core rate as fp16 on A100 and H100 (their datasheets' dense peaks).
-enum class PrecisionPolicy { fp32, mixed, fp16, bf16 };
+// fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision ("layerwise"); apex_o1,
+// apex_o2: APEX's autocast and almost-all-half modes (MoDa plans; models/precision.hpp has the
+// table); fp16: Megatron-LM's mixed precision (GEMMs and activations in fp16, fp32 master
+// weights and Adam state; general plans); bf16: as fp16 in bfloat16, which runs at the same
+// tensor-core rate as fp16 on A100 and H100 (their datasheets' dense peaks; general plans).
+enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2 };
 const char* to_string(PrecisionPolicy p);
 
 enum class GradSync { after_backward, overlap };

@@ -5,39 +5,16 @@
 #include <vector>
 
 #include "models/graph_builder.hpp"
+#include "models/precision.hpp"
 
 namespace exasim {
-
-namespace {
-
-// Which precision each part of the layer uses under a precision policy. BaGuaLu's layer-wise
-// mixed precision: attention under autocast (GEMMs in half, softmax and layer norm kept wide),
-// expert FFN fully in half with fp32 master weights, the gate in fp32, and reductions, exp,
-// sqrt, gelu, softmax and layer norm computed in fp64.
-struct PrecisionPlan {
-  Precision attn_gemm, gate_gemm, ffn_gemm;
-  Precision attn_act, ffn_act;   // storage of activations
-  Precision elementwise;         // arithmetic of memory-bound kernels
-  Precision expert_grad, expert_param;
-  double expert_master_bytes;    // extra fp32 master copy per expert parameter (mixed)
-};
-
-PrecisionPlan precision_plan(PrecisionPolicy p) {
-  if (p == PrecisionPolicy::fp32)
-    return {Precision::fp32, Precision::fp32, Precision::fp32, Precision::fp32, Precision::fp32,
-            Precision::fp32, Precision::fp32, Precision::fp32, 0.0};
-  return {Precision::fp16, Precision::fp32, Precision::fp16, Precision::fp32, Precision::fp16,
-          Precision::fp64, Precision::fp16, Precision::fp16, 4.0};
-}
-
-}  // namespace
 
 MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& plan, int machine_nps,
                                double memory_bytes_per_node) {
   MoeWorkload out;
   out.placement = place_moe_ranks(m, plan, machine_nps, out.workload);
   const Placement& pl = out.placement;
-  const PrecisionPlan pp = precision_plan(t.precision);
+  const PrecisionPlan pp = moda_precision_plan(t.precision);
   const double T = double(t.micro_batch_per_node) * t.seq_len;  // tokens per node per micro-batch
   const double s = t.seq_len, d = m.d_model, h = m.heads, ff = m.d_ff, E = m.experts_per_layer, k = m.top_k;
   const double Tk = T * k;  // SWIPE: each node's expert receives exactly its capacity, T*k tokens
@@ -116,12 +93,16 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   // Gradient reduction and optimizer, per layer in backward order.
   const bool paro = plan.paro && pl.replicas > 1;
   const double eg = bytes_per_element(pp.expert_grad), ep = bytes_per_element(pp.expert_param);
+  const double sg = bytes_per_element(pp.shared_grad), sp = bytes_per_element(pp.shared_param);
   // Adam moves 28 bytes and runs 12 flops per parameter (nominal_work): fp32 reads param, grad,
   // m, v and writes param, m, v; mixed reads the fp32 master, fp16 grad, m, v and writes
   // master, m, v and the fp16 copy.
   const double K = pl.nodes_per_supernode_used;
   const Phase O = Phase::optimizer;
-  const Phase G = Phase::backward;  // gradient reductions count as the backward pass's communication
+  // ParO is the optimizer: its gradient reduce-scatter, the update of the shard and the parameter
+  // all-gather form the optimizer step (BaGuaLu Figure 18: backward communication is the backward
+  // all-to-alls alone). Without ParO, gradients are all-reduced as the backward pass's communication.
+  const Phase G = paro ? Phase::optimizer : Phase::backward;
   // after_backward: the reductions start when the whole backward pass is done; overlap: a
   // layer's reductions start as soon as its own backward is done (in backward order, one
   // after another), while the backward of the layers below goes on. The update waits for
@@ -148,24 +129,39 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
     // Shared parameters (attention, gate, norms): hierarchical all-reduce as ParO does it:
     // reduce-scatter inside the supernode, all-reduce across supernodes, all-gather inside.
     comm = b.collective(gp + "shared_grad_reduce_scatter", "shared_grad_reduce_scatter", G, CollectiveKind::reduce_scatter,
-                        CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm, grads_ready});
+                        CollectiveAlgorithm::ring, "supernode", shared_params * sg, {comm, grads_ready});
     comm = b.collective(gp + "shared_grad_all_reduce", "shared_grad_all_reduce", G, CollectiveKind::all_reduce,
-                        CollectiveAlgorithm::ring, "across_supernodes", shared_params * 4 / K, {comm});
+                        CollectiveAlgorithm::ring, "across_supernodes", shared_params * sg / K, {comm});
     const double shared_shard = paro ? shared_params / K : shared_params;
     long shared_ready = comm;
     if (!paro) {
       comm = b.collective(gp + "shared_grad_all_gather", "shared_grad_all_gather", G, CollectiveKind::all_gather,
-                          CollectiveAlgorithm::ring, "supernode", shared_params * 4, {comm});
+                          CollectiveAlgorithm::ring, "supernode", shared_params * sg, {comm});
       shared_ready = comm;
     }
+    // APEX O2 (the half experts of layer-wise mixed precision): the reduced half gradients of the
+    // shard are unscaled into fp32 master gradients, Adam updates the fp32 master weights, which
+    // are copied back into the half model weights that the all-gather then shares.
+    if (pp.expert_master_bytes > 0)
+      adam = b.memory(p + "expert_master_grad", "expert_master_grad", O, Kernel::residual_add, Precision::fp32,
+                      elements(expert_shard), expert_shard, expert_shard * (eg + 4), {adam, expert_grads_ready});
     adam = b.optimizer_update(p + "expert_adam", "expert_adam", expert_shard, {adam, expert_grads_ready});
+    if (pp.expert_master_bytes > 0)
+      adam = b.memory(p + "expert_master_to_model", "expert_master_to_model", O, Kernel::residual_add, Precision::fp32,
+                      elements(expert_shard), 0, expert_shard * (4 + ep), {adam});
     if (paro && pl.replicas > 1)
       b.collective(p + "expert_param_all_gather", "expert_param_all_gather", O, CollectiveKind::all_gather,
                    CollectiveAlgorithm::ring, "expert_replicas", expert_params * ep, {adam});
+    if (pp.shared_master_bytes > 0)
+      adam = b.memory(p + "shared_master_grad", "shared_master_grad", O, Kernel::residual_add, Precision::fp32,
+                      elements(shared_shard), shared_shard, shared_shard * (sg + 4), {adam, shared_ready});
     adam = b.optimizer_update(p + "shared_adam", "shared_adam", shared_shard, {adam, shared_ready});
+    if (pp.shared_master_bytes > 0)
+      adam = b.memory(p + "shared_master_to_model", "shared_master_to_model", O, Kernel::residual_add,
+                      Precision::fp32, elements(shared_shard), 0, shared_shard * (4 + sp), {adam});
     if (paro)
       b.collective(p + "shared_param_all_gather", "shared_param_all_gather", O, CollectiveKind::all_gather,
-                   CollectiveAlgorithm::ring, "supernode", shared_params * 4, {adam});
+                   CollectiveAlgorithm::ring, "supernode", shared_params * sp, {adam});
   }
 
   out.executed_flops_per_rank = b.executed_flops();
@@ -175,11 +171,11 @@ MoeWorkload build_moe_workload(const ModelSpec& m, const TrainingSpec& t, const 
   // Memory per node.
   MemoryPerNode& mem = out.memory;
   const double L = m.layers;
-  mem.parameters_bytes = L * (expert_params * ep + shared_params * 4);
-  mem.gradients_bytes = L * (expert_params * eg + shared_params * 4);
-  const double adam_state = 8 + pp.expert_master_bytes;  // m and v in fp32 (+ master copy)
-  mem.optimizer_state_bytes = L * (expert_params * adam_state / (paro ? pl.replicas : 1) +
-                                   shared_params * 8 / (paro ? K : 1));
+  mem.parameters_bytes = L * (expert_params * ep + shared_params * sp);
+  mem.gradients_bytes = L * (expert_params * eg + shared_params * sg);
+  // Adam's m and v in fp32, plus the fp32 master copy where the mode keeps one.
+  mem.optimizer_state_bytes = L * (expert_params * (8 + pp.expert_master_bytes) / (paro ? pl.replicas : 1) +
+                                   shared_params * (8 + pp.shared_master_bytes) / (paro ? K : 1));
   // Activations kept for the backward pass of one micro-batch (micro-batches run one after another).
   const double per_layer_act = T * (6 * d + h * s) * ea + T * E * 4 + Tk * (2 * d + 2 * ff) * ef;
   mem.activations_bytes = L * per_layer_act;

@@ -32,13 +32,13 @@ const SimulatedRank& slowest_rank(const SimResult& res) {
   return res.ranks.at(best);
 }
 
-Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
-  check_program("breakdown_of", g, r);
-  // Categories: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer compute,
-  // 5 optimizer comm, 6 idle. An instant goes to the first active one in kPriority: compute
-  // before communication, so that what is left of communication is the exposed part.
-  enum { kFwdCompute, kFwdComm, kBwdCompute, kBwdComm, kOptCompute, kOptComm, kIdle, kCount };
-  static constexpr int kPriority[] = {kFwdCompute, kBwdCompute, kOptCompute, kFwdComm, kBwdComm, kOptComm};
+namespace {
+// Sweeps a rank's timeline: each instant goes to the first category of `priority` that has an
+// op active then (an op's category from `category_of`, -1: not counted), else to idle (the
+// last slot of the returned vector, which has `count` + 1 entries).
+template <class CategoryOf>
+std::vector<double> sweep_categories(const StepGraph& g, const SimulatedRank& r, int count,
+                                     const std::vector<int>& priority, CategoryOf category_of) {
   struct Ev {
     double t;
     int cat;
@@ -47,25 +47,23 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
   std::vector<Ev> ev;
   double end = 0;
   for (size_t v = 0; v < r.ops.size(); ++v) {
-    const Op& op = g[v];
-    const int phase_base = op.phase == Phase::forward ? kFwdCompute : op.phase == Phase::backward ? kBwdCompute : kOptCompute;
-    const int cat = phase_base + (op.is_compute() ? 0 : 1);
     const auto& t = r.ops[v];
     end = std::max(end, t.end_s);
-    if (t.end_s > t.ready_s) {
+    const int cat = category_of(g[v]);
+    if (cat >= 0 && t.end_s > t.ready_s) {
       ev.push_back({t.ready_s, cat, +1});
       ev.push_back({t.end_s, cat, -1});
     }
   }
   std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t < b.t || (a.t == b.t && a.delta < b.delta); });
-  int active[kCount] = {};
-  double acc[kCount] = {};
+  std::vector<int> active(count, 0);
+  std::vector<double> acc(count + 1, 0.0);
   double now = 0;
   for (const Ev& e : ev) {
     const double dt = e.t - now;
     if (dt > 0) {
-      int cat = kIdle;
-      for (int c : kPriority)
+      int cat = count;
+      for (int c : priority)
         if (active[c] > 0) {
           cat = c;
           break;
@@ -75,8 +73,43 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
     now = e.t;
     active[e.cat] += e.delta;
   }
-  if (end > now) acc[kIdle] += end - now;
-  return {acc[kFwdCompute], acc[kFwdComm], acc[kBwdCompute], acc[kBwdComm], acc[kOptCompute] + acc[kOptComm], acc[kIdle]};
+  if (end > now) acc[count] += end - now;
+  return acc;
+}
+}  // namespace
+
+Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
+  check_program("breakdown_of", g, r);
+  // Categories: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer compute,
+  // 5 optimizer comm. Compute before communication, so that what is left of communication is
+  // the exposed part.
+  enum { kFwdCompute, kFwdComm, kBwdCompute, kBwdComm, kOptCompute, kOptComm, kCount };
+  const std::vector<int> priority{kFwdCompute, kBwdCompute, kOptCompute, kFwdComm, kBwdComm, kOptComm};
+  const auto acc = sweep_categories(g, r, kCount, priority, [](const Op& op) {
+    const int base = op.phase == Phase::forward ? kFwdCompute : op.phase == Phase::backward ? kBwdCompute : kOptCompute;
+    return base + (op.is_compute() ? 0 : 1);
+  });
+  return {acc[kFwdCompute], acc[kFwdComm], acc[kBwdCompute], acc[kBwdComm], acc[kOptCompute] + acc[kOptComm], acc[kCount]};
+}
+
+std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank& r) {
+  check_program("breakdown_by_kind", g, r);
+  // compute, the four collective kinds (in CollectiveKind order), point-to-point transfers.
+  const int kinds = 6, transfer = 5;
+  std::vector<int> priority(kinds);
+  for (int i = 0; i < kinds; ++i) priority[i] = i;
+  const auto acc = sweep_categories(g, r, kinds, priority, [](const Op& op) {
+    if (op.is_compute()) return 0;
+    if (const auto* c = std::get_if<CollectiveWork>(&op.work)) return 1 + static_cast<int>(c->kind);
+    return transfer;
+  });
+  std::vector<KindShare> out{{"compute", acc[0]}};
+  for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_gather,
+                           CollectiveKind::all_to_all})
+    out.push_back({to_string(k), acc[1 + static_cast<int>(k)]});
+  out.push_back({"point_to_point", acc[transfer]});
+  out.push_back({"idle", acc[kinds]});
+  return out;
 }
 
 std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r) {

@@ -28,6 +28,16 @@ struct Breakdown {
 };
 Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r);
 
+// The same timeline by kind of work: "compute", each collective kind ("all_reduce",
+// "reduce_scatter", "all_gather", "all_to_all"), "point_to_point" and "idle"; an instant goes to
+// compute first, then to the kinds in that order (what a kind keeps is the time it alone was
+// exposed). The seconds sum to the rank's step.
+struct KindShare {
+  std::string kind;
+  double seconds = 0;
+};
+std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank& r);
+
 struct CriticalItem {
   std::string label;
   std::string phase;

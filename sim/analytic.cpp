@@ -98,7 +98,8 @@ class Estimator {
         // data-parallel ring over consecutive GPUs that leaves its node).
         const PathCost pc = slowest_ring_pair(gt, gi);
         const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
-        end = ready + sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
+        end = ready + sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps) +
+              sch.messages_per_member() * net_.message_overhead_s();
       }
     } else {
       const auto& t = std::get<TransferWork>(op.work);
@@ -108,7 +109,7 @@ class Estimator {
       if (t.direction == TransferWork::Direction::send) {
         const int peer = members[((m + t.offset) % n + n) % n];
         const PathCost pc = peer == r ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(r, peer);
-        end = ready + pc.latency_s + t.bytes / pc.bandwidth_Bps;
+        end = ready + net_.message_overhead_s() + pc.latency_s + t.bytes / pc.bandwidth_Bps;
         sent_[{p, t.tag}] = end;
       } else {
         const int sender = members[((m - t.offset) % n + n) % n];

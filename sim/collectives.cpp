@@ -84,6 +84,11 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
     }
 }
 
+int CollectiveSchedule::messages_per_member() const {
+  if (n_ == 1) return 0;
+  return kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct ? n_ - 1 : steps_;
+}
+
 double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) const {
   if (n_ == 1) return 0;
   const double chunk = bytes_ / n_;

@@ -40,6 +40,8 @@ class CollectiveSchedule {
 
   int step_count() const { return steps_; }
   int group_size() const { return n_; }
+  // Messages a member sends over the whole collective (direct all-to-all: n-1 in its one step).
+  int messages_per_member() const;
   // Fills `out` with member `m`'s step `k` (0 <= k < step_count()).
   void step(int m, int k, CollectiveStep& out) const;
   // The textbook alpha-beta time on an uncongested network where every flow sees

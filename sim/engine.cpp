@@ -129,7 +129,7 @@ struct PendingRecv {
 class Replay {
  public:
   Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f)
-      : w_(w), net_(net), cost_(cost), fid_(f) {}
+      : w_(w), net_(net), cost_(cost), fid_(f), overhead_s_(net.message_overhead_s()) {}
 
   SimResult run();
 
@@ -156,6 +156,10 @@ class Replay {
   static bool compute_ops_form_a_chain(const StepGraph& g);
   int link_id(int kind, int instance, double bandwidth_Bps);
   std::vector<int> map_path(int slot, int src_node, int dst_node);
+  // Folded: the id of map_path(slot, src_node, dst_node) among the distinct routes seen, cached
+  // per (slot, dst_node): a direct all-to-all over a large group asks for every member's node at
+  // every exchange, and its sends fold onto a handful of routes.
+  int route_id(int slot, int src_node, int dst_node);
   int endpoint_for_node(int node);
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
@@ -179,6 +183,7 @@ class Replay {
   const Network& net_;
   const CostModel& cost_;
   Fidelity fid_;
+  double overhead_s_;  // the network's per-message sender overhead
 
   std::vector<int> slot_rank_, rank_slot_, multiplicity_;
   std::unordered_map<int, int> slot_of_class_;  // folded: class -> its representative's slot
@@ -208,6 +213,9 @@ class Replay {
   std::vector<std::string> endpoints_;
   std::unordered_map<int, int> node_endpoint_;
   std::map<std::vector<int>, int> sink_by_route_;
+  std::unordered_map<uint64_t, int> route_id_of_dst_;   // (slot, dst node) -> route id
+  std::map<std::vector<int>, int> route_index_;          // route -> id
+  std::vector<std::vector<int>> interned_routes_;        // id -> route
   std::map<std::pair<int, int>, std::vector<int>> routes_;
   std::vector<int> slot_endpoint_;
 
@@ -327,6 +335,16 @@ std::vector<int> Replay::map_path(int slot, int src_node, int dst_node) {
     }
   }
   return out;
+}
+
+int Replay::route_id(int slot, int src_node, int dst_node) {
+  const uint64_t key = (uint64_t(uint32_t(slot)) << 32) | uint32_t(dst_node);
+  auto it = route_id_of_dst_.find(key);
+  if (it != route_id_of_dst_.end()) return it->second;
+  std::vector<int> route = map_path(slot, src_node, dst_node);
+  auto [ri, inserted] = route_index_.emplace(route, static_cast<int>(interned_routes_.size()));
+  if (inserted) interned_routes_.push_back(std::move(route));
+  return route_id_of_dst_[key] = ri->second;
 }
 
 int Replay::endpoint_for_node(int node) {
@@ -588,6 +606,7 @@ void Replay::expand_collectives_exhaustive() {
     sends[i].resize(sch.step_count());
     for (int k = 0; k < sch.step_count(); ++k) {
       sch.step(m, k, st);
+      const double posted_s = overhead_s_ * static_cast<double>(st.sends.size());  // the sender posts them one by one
       for (const auto& snd : st.sends) {
         if (snd.bytes <= 0) continue;
         const int dst_rank = members[snd.peer];
@@ -596,7 +615,7 @@ void Replay::expand_collectives_exhaustive() {
         auto key = std::make_pair(src_ep, dst_ep);
         if (!routes_.count(key))
           routes_[key] = map_path(participants_[sides[i].participant].slot, w_.node_of_rank[r], w_.node_of_rank[dst_rank]);
-        sends[i][k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, 0)});
+        sends[i][k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, posted_s)});
       }
     }
   }
@@ -658,38 +677,44 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   std::vector<int> run_route;
   double run_bytes = 0;
   int run_steps = 0;
+  double run_messages = 0;  // messages the run's steps post (each costs the sender overhead_s_)
   auto flush = [&]() {
     if (run_steps == 0) return;
-    const double delay = (run_steps - 1) * route_latency_s(run_route);
+    const double delay = (run_steps - 1) * route_latency_s(run_route) + run_messages * overhead_s_;
     const int t = folded_flow(s, run_route, run_bytes, delay);
     edge(prev, t);
     prev = t;
     run_steps = 0;
     run_bytes = 0;
+    run_messages = 0;
   };
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.step(m, k, st);
     if (st.sends.size() == 1) {
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;
-      std::vector<int> route = map_path(s, src_node, w_.node_of_rank[members[snd.peer]]);
+      const std::vector<int>& route = interned_routes_[route_id(s, src_node, w_.node_of_rank[members[snd.peer]])];
       if (run_steps > 0 && route != run_route) flush();
-      run_route = std::move(route);
+      run_route = route;
       run_bytes += snd.bytes;
       run_steps++;
+      run_messages += 1;
       continue;
     }
     flush();
     // a step with many concurrent sends: one flow per distinct route, all after `prev`
     std::map<std::vector<int>, double> by_route;
+    std::map<int, double> by_route_id;
     for (const auto& snd : st.sends)
-      if (snd.bytes > 0) by_route[map_path(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
+      if (snd.bytes > 0) by_route_id[route_id(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
+    for (auto& [id, bytes] : by_route_id) by_route[interned_routes_[id]] += bytes;  // in route order, as before
     if (by_route.empty()) continue;
     const int join = new_task(Task::join);
     for (auto& [route, bytes] : by_route) {
       run_route = route;
       run_bytes = bytes;
       run_steps = 1;
+      run_messages = static_cast<double>(st.sends.size());  // every flow starts once all are posted
       const int before = prev;
       flush();  // sets prev to the new flow
       edge(prev, join);
@@ -722,9 +747,9 @@ void Replay::expand_send(int s, OpId v, const TransferWork& t, int ready) {
     const int dst_ep = endpoint_for_node(dst_node);
     const auto key = std::make_pair(src_ep, dst_ep);
     if (!routes_.count(key)) routes_[key] = map_path(s, src_node, dst_node);
-    task = flow_task(src_ep, dst_ep, t.bytes, 0);
+    task = flow_task(src_ep, dst_ep, t.bytes, overhead_s_);
   } else {
-    task = folded_flow(s, map_path(s, src_node, dst_node), t.bytes, 0);
+    task = folded_flow(s, map_path(s, src_node, dst_node), t.bytes, overhead_s_);
   }
   edge(ready, task);
   op_done_[slot_base_[s] + v] = task;

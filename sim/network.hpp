@@ -38,6 +38,10 @@ class Network {
   // seconds by the cost model, so this only scales the host's work amounts.
   virtual double compute_unit_speed_flops_per_s() const = 0;
   virtual std::string node_name(int node) const { return "node" + std::to_string(node); }
+  // The sender's cost of one message, paid before its bytes move and serially per sender (LogGP's
+  // overhead/gap): a step that sends m messages starts its flows m x this after it is ready. Small
+  // messages (an all-to-all over a large group) are bound by it, large ones by bandwidth.
+  virtual double message_overhead_s() const { return 0; }
 };
 
 }  // namespace exasim

@@ -54,7 +54,7 @@ struct MachineSpec {
   std::map<Precision, double> gemm_efficiency;
   std::map<Precision, double> flash_attention_efficiency;  // FlashAttention's best case (absent: none)
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
-  double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update; unpublished choice
+  double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update (Sunway: derived)
   double memory_bytes = 0;                       // per device
   // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
   // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per
@@ -65,6 +65,7 @@ struct MachineSpec {
   double noc_Bps = 0;                            // on-chip network between core groups and NIC
   double upper_level_bandwidth_ratio = 0;        // bandwidth across supernodes / inside (3/16)
   double node_injection_Bps = 0;                 // per direction; unpublished (free parameter)
+  double message_overhead_s = 0;                 // sender's cost per message (Network::message_overhead_s)
   // --- every family: latency of one switch hop or link (unpublished: an assumption or a free parameter)
   double link_latency_s = 0;
 

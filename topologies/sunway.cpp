@@ -6,7 +6,8 @@
 namespace exasim {
 
 SunwayNetwork::SunwayNetwork(const MachineSpec& m, Precision peak_precision)
-    : nodes_per_sn_(m.nodes_per_supernode), supernodes_(m.supernodes), core_groups_(m.core_groups_per_node) {
+    : nodes_per_sn_(m.nodes_per_supernode), supernodes_(m.supernodes), core_groups_(m.core_groups_per_node),
+      message_overhead_s_(m.message_overhead_s) {
   if (nodes_per_sn_ <= 0 || supernodes_ <= 0 || core_groups_ <= 0)
     throw std::invalid_argument("sunway machine: node, supernode and core group counts must be positive");
   auto peak = m.peak_flops_per_s.find(peak_precision);

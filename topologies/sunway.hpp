@@ -31,6 +31,7 @@ class SunwayNetwork final : public Network {
   int compute_units_per_node() const override { return core_groups_; }
   double compute_unit_speed_flops_per_s() const override { return cg_speed_; }
   std::string node_name(int node) const override;
+  double message_overhead_s() const override { return message_overhead_s_; }
 
   int supernode_of(int node) const { return node / nodes_per_sn_; }
 
@@ -39,6 +40,7 @@ class SunwayNetwork final : public Network {
   int supernodes_;
   int core_groups_;
   double cg_speed_;
+  double message_overhead_s_;
   std::vector<LinkKind> kinds_;
 };
 

@@ -8,10 +8,22 @@ import json, sys
 rows = json.loads(sys.argv[1])
 bag = [r for r in rows if r["case"].startswith("bagualu")]
 assert len([r for r in bag if r["unit"] == "PFLOPS"]) == 18, len(bag)
-eff = [r for r in bag if r["unit"] == "percent"]
+eff = [r for r in bag if r["unit"] == "percent" and r["case"] == "bagualu-weak-scaling"]
 assert sorted(r["figure"] for r in eff) == ["fp32 efficiency", "mixed efficiency"], eff
-for r in eff:
+for r in [r for r in bag if r["unit"] == "percent"]:
     assert abs(r["error_points"] - (r["predicted"] - r["published"])) < 1e-9, r
+# Figure 18: 30 shares, five phases for each of the six Table 5 runs; a run's five shares and its
+# idle time make 100 %, so the five sum to at most 100.
+shares = [r for r in bag if r["case"] == "bagualu-breakdown"]
+assert len(shares) == 30 and all(r["unit"] == "percent" for r in shares), len(shares)
+runs = {}
+for r in shares:
+    run, phase = r["figure"].split(" ")
+    runs.setdefault(run, {})[phase] = r["predicted"]
+assert len(runs) == 6, runs.keys()
+for run, ph in runs.items():
+    assert sorted(ph) == ["bwd_comm", "bwd_comp", "fwd_comm", "fwd_comp", "optim"], ph
+    assert 0 < sum(ph.values()) <= 100 + 1e-9, (run, ph)
 for r in rows:
     assert set(["case", "figure", "predicted", "published", "error_pct", "role"]) <= set(r), r
     assert r["role"] in ("predicted", "fitted", "not expressible"), r

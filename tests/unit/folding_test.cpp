@@ -271,3 +271,8 @@ TEST_CASE("folding: a folded run is deterministic") {
   CHECK(a.flows == b.flows);
   CHECK(a.simulated_ranks == b.simulated_ranks);
 }
+
+TEST_CASE("folding: moda 256 nodes with ParO and the direct all_to_all matches exhaustive") {
+  // 16 supernodes, 32 experts, 8 replicas: with a direct exchange every rank is alike (one class).
+  compare_fidelities(scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::direct));
+}

@@ -77,8 +77,8 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
   const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
   const StepGraph& g = mw.workload.programs[0];
   // per layer: 17 forward; 24 backward (the forward's 17, each of the 7 GEMMs split into its
-  // data and weight gradients); 3 gradient reductions, counted as backward (expert RS, shared
-  // RS, shared AR); 4 optimizer (expert adam, expert param AG, shared adam, shared param AG)
+  // data and weight gradients); 7 optimizer: ParO's 3 gradient reductions (expert RS, shared
+  // RS, shared AR), expert adam, expert param AG, shared adam, shared param AG
   CHECK(boost::num_vertices(g) == 2 * (17 + 24 + 7));
   int compute = 0, collective = 0, fwd = 0, bwd = 0, opt = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
@@ -88,8 +88,8 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
     if (g[v].phase == Phase::optimizer) opt++;
   }
   CHECK(fwd == 34);
-  CHECK(bwd == 54);
-  CHECK(opt == 8);
+  CHECK(bwd == 48);
+  CHECK(opt == 14);
   CHECK(collective == 2 * (2 + 2 + 5));  // dispatch+combine fwd and bwd; 5 in the optimizer
   CHECK(compute == 96 - collective);
   const auto labels = count_by_label(g);
@@ -327,12 +327,20 @@ TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or o
     const OpId l1_reduce = op_named(g, "L1.grad.expert_grad_reduce_scatter");
     CHECK(runs_after(g, l1_backward, l1_reduce));
     CHECK(runs_after(g, backward_done, l1_reduce) == (sync == GradSync::after_backward));
-    // Gradient reductions are backward communication; the update is the optimizer's either way.
-    CHECK(g[l1_reduce].phase == Phase::backward);
+    // ParO's gradient reductions are the optimizer step's, as the update is, either way.
+    CHECK(g[l1_reduce].phase == Phase::optimizer);
     CHECK(runs_after(g, backward_done, op_named(g, "L1.opt.expert_adam")));
     CHECK(g[op_named(g, "L1.opt.expert_adam")].phase == Phase::optimizer);
     CHECK(std::get<ComputeWork>(g[op_named(g, "L1.opt.expert_adam")].work).kernel_class() == KernelClass::optimizer_update);
   }
+}
+
+TEST_CASE("moe model: without ParO the gradient all-reduce is backward communication") {
+  const MoeWorkload mw =
+      build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, false), kMachineNps, kBigMemory);
+  const StepGraph& g = mw.workload.programs[0];
+  CHECK(g[op_named(g, "L1.grad.expert_grad_all_reduce")].phase == Phase::backward);
+  CHECK(g[op_named(g, "L1.grad.shared_grad_all_gather")].phase == Phase::backward);
 }
 
 TEST_CASE("moe model: the optimizer compute ops of a rank run one after another") {
@@ -376,4 +384,101 @@ TEST_CASE("moe model: compute ops carry their kernel and shape") {
   CHECK(dims(work("L0.fwd.expert_gelu")) == D{128, 0, 0, 1});
   CHECK(work("L0.fwd.combine_residual").kernel == Kernel::residual_add);
   CHECK(work("L0.opt.expert_adam").kernel == Kernel::adam);
+}
+
+// The MoDa step's work per phase, counted by hand for the tiny model (T = 8 tokens per node,
+// s = 4, d = 8, h = 2, E = 4, ff = 16, k = 1, 2 layers, 8 nodes: R = 2 replicas, K = 4 nodes per
+// supernode), fp32 with ParO.
+TEST_CASE("moe model: FLOPs and bytes per phase, counted by hand") {
+  const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
+  const StepGraph& g = mw.workload.programs[0];
+  std::map<Phase, double> flops, comm_bytes;
+  for (OpId v = 0; v < boost::num_vertices(g); ++v) {
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) flops[g[v].phase] += c->flops;
+    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) comm_bytes[g[v].phase] += c->bytes;
+  }
+  // Forward, per layer: GEMMs 9728; layer norms 8 T d + 10 T d = 512 + 640, softmax 5 T s h = 320,
+  // top-k 4 T E = 128, GELU 8 T k ff = 1024, residual 3 T d = 192: 12544.
+  CHECK(flops[Phase::forward] == 2 * 12544);
+  // Backward: the GEMMs twice (19456) and the same memory-bound kernels' flops (2816).
+  CHECK(flops[Phase::backward] == 2 * (19456 + 2816));
+  // Optimizer: Adam, 12 flops per parameter of the shards (expert 2 d ff / R = 128, shared
+  // (4 d d + d E + 4 d) / K = 80).
+  CHECK(flops[Phase::optimizer] == 2 * 12 * (128 + 80));
+  // Communication: the two all-to-alls of T k d fp32 values each way (256 bytes each).
+  CHECK(comm_bytes[Phase::forward] == 2 * 2 * 256);
+  CHECK(comm_bytes[Phase::backward] == 2 * 2 * 256);
+  // ParO, in the optimizer step: expert gradients reduce-scattered (2 d ff x 4 = 1024) and
+  // parameters all-gathered (1024); shared gradients reduce-scattered in the supernode (320 x 4 =
+  // 1280), all-reduced across supernodes (1280 / K = 320), parameters all-gathered (1280).
+  CHECK(comm_bytes[Phase::optimizer] == 2 * (1024 + 1024 + 1280 + 320 + 1280));
+}
+
+TEST_CASE("moe model: mixed precision adds the master-weight passes to the optimizer") {
+  TrainingSpec t = tiny_training();
+  t.precision = PrecisionPolicy::mixed;
+  const MoeWorkload mw = build_moe_workload(tiny_model(), t, tiny_plan(), kMachineNps, kBigMemory);
+  double grad_bytes = 0, model_bytes = 0;
+  const StepGraph& g = mw.workload.programs[0];
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
+      if (g[v].label == "expert_master_grad") grad_bytes += c->bytes;
+      if (g[v].label == "expert_master_to_model") model_bytes += c->bytes;
+      if (g[v].label.rfind("expert_master", 0) == 0) CHECK(g[v].phase == Phase::optimizer);
+    }
+  // Per layer, on the 128-parameter expert shard: fp16 gradient read, fp32 master gradient written
+  // (6 bytes); fp32 master read, fp16 weight written (6 bytes).
+  CHECK(grad_bytes == 2 * 128 * 6);
+  CHECK(model_bytes == 2 * 128 * 6);
+  // The reduction carries the fp16 gradients, the all-gather the fp16 weights.
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
+      if (g[v].label == "expert_grad_reduce_scatter") CHECK(c->bytes == 256 * 2);
+      if (g[v].label == "expert_param_all_gather") CHECK(c->bytes == 256 * 2);
+    }
+}
+
+// The precision table (models/precision.hpp) drives each op's precision and the state bytes.
+TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and model state") {
+  const ModelSpec m = tiny_model();
+  auto build = [&](PrecisionPolicy p) {
+    TrainingSpec t = tiny_training();
+    t.precision = p;
+    return build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory);
+  };
+  auto gemm_precision = [](const StepGraph& g, const std::string& name) {
+    return std::get<ComputeWork>(g[op_named(g, name)].work).precision;
+  };
+  auto a2a_bytes = [](const StepGraph& g) { return std::get<CollectiveWork>(g[op_named(g, "L0.fwd.dispatch")].work).bytes; };
+  const MoeWorkload f32 = build(PrecisionPolicy::fp32), o1 = build(PrecisionPolicy::apex_o1),
+                    o2 = build(PrecisionPolicy::apex_o2), lw = build(PrecisionPolicy::mixed);
+  const StepGraph &g32 = f32.workload.programs[0], &g1 = o1.workload.programs[0], &g2 = o2.workload.programs[0],
+                  &gl = lw.workload.programs[0];
+  // GEMMs: fp32 / half under O1, O2 and layerwise; the gate stays fp32 only in layerwise.
+  CHECK(gemm_precision(g32, "L0.fwd.expert_ffn1") == Precision::fp32);
+  CHECK(gemm_precision(g1, "L0.fwd.expert_ffn1") == Precision::fp16);
+  CHECK(gemm_precision(g2, "L0.fwd.attn_qkv") == Precision::fp16);
+  CHECK(gemm_precision(gl, "L0.fwd.gate") == Precision::fp32);
+  CHECK(gemm_precision(g2, "L0.fwd.gate") == Precision::fp16);
+  // Layer norms: fp64 in layerwise, half in O2, fp32 in O1.
+  CHECK(gemm_precision(gl, "L0.fwd.attn_layernorm") == Precision::fp64);
+  CHECK(gemm_precision(g2, "L0.fwd.attn_layernorm") == Precision::fp16);
+  CHECK(gemm_precision(g1, "L0.fwd.attn_layernorm") == Precision::fp32);
+  // Tokens exchanged in the storage precision of the FFN's activations: T k d x 4 or 2 bytes.
+  CHECK(a2a_bytes(g32) == 8 * 8 * 4);
+  CHECK(a2a_bytes(g1) == 8 * 8 * 4);
+  CHECK(a2a_bytes(g2) == 8 * 8 * 2);
+  CHECK(a2a_bytes(gl) == 8 * 8 * 2);
+  // Model state per node, 2 layers: expert 2 d ff = 256, shared 4dd + dE + 4d = 320 parameters a layer;
+  // R = 2 replicas and K = 4 nodes shard the optimizer state (ParO).
+  CHECK(o1.memory.parameters_bytes == 2 * (256 * 4 + 320 * 4));
+  CHECK(o1.memory.optimizer_state_bytes == 2 * (256 * 8 / 2 + 320 * 8 / 4));
+  CHECK(o2.memory.parameters_bytes == 2 * (256 * 2 + 320 * 2));
+  CHECK(o2.memory.optimizer_state_bytes == 2 * (256 * 12 / 2 + 320 * 12 / 4));
+  CHECK(lw.memory.parameters_bytes == 2 * (256 * 2 + 320 * 4));
+  CHECK(lw.memory.optimizer_state_bytes == 2 * (256 * 12 / 2 + 320 * 8 / 4));
+  // The general-plan mode has no MoDa row.
+  TrainingSpec t = tiny_training();
+  t.precision = PrecisionPolicy::fp16;
+  CHECK_THROWS_AS(build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory), std::invalid_argument);
 }

@@ -302,7 +302,7 @@ TEST_CASE("scenario error: enum value not in the list") {
   const Caught c = error_of(j);
   CHECK(c.thrown);
   CHECK(c.path == "/training/precision");
-  CHECK(contains(c.message, "expected one of \"fp32\", \"mixed\", got \"fp16\""));
+  CHECK(contains(c.message, "expected one of \"fp32\", \"mixed\", \"layerwise\", \"apex_o1\", \"apex_o2\", got \"fp16\""));
 }
 
 TEST_CASE("scenario error: engine fidelity not in the list") {
@@ -566,16 +566,22 @@ TEST_CASE("scenario error: unreadable file") {
   }
 }
 
-TEST_CASE("scenario: an embedded machine names its device, whose free parameters are recorded under /machine/device") {
+TEST_CASE("scenario: an embedded machine names its device, whose annotated values are recorded under /machine/device") {
   json j = valid_scenario();
   j["machine"] = "sunway-oceanlight";
   const exasim::Scenario s = exasim::parse_scenario(j.dump(), "t.json");
   CHECK(s.machine.device_name == "SW26010-Pro");
   CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == doctest::Approx(55.30e12));
-  bool found = false;
-  for (const auto& a : s.annotations)
-    if (a.json_path == "/machine/device/optimizer_memory_bandwidth_Bps") found = a.fitted_on == "bagualu-table5-174t-fp32";
-  CHECK(found);
+  // The optimizer bandwidth is derived (an assumption), the machine's two network values fitted.
+  bool derived = false, overhead = false;
+  for (const auto& a : s.annotations) {
+    if (a.json_path == "/machine/device/optimizer_memory_bandwidth_Bps") derived = a.kind == "assumption";
+    if (a.json_path == "/machine/message_overhead_s") overhead = a.fitted_on == "bagualu-table5-174t-fp32";
+  }
+  CHECK(derived);
+  CHECK(overhead);
+  CHECK(s.machine.message_overhead_s == doctest::Approx(6.466e-7));
+  CHECK(s.machine.optimizer_memory_bandwidth_Bps == doctest::Approx(240.2e9 * 28 / 84).epsilon(1e-3));
 }
 
 TEST_CASE("scenario error: an unknown device name") {
@@ -595,5 +601,23 @@ TEST_CASE("scenario: every embedded device file parses, with its sources and ass
     const exasim::Scenario s = exasim::parse_scenario(j.dump(), "t.json");
     CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) > 50e12);
     CHECK(s.machine.memory_bandwidth_Bps > 200e9);
+  }
+}
+
+TEST_CASE("scenario: MoDa precision modes, mixed is layerwise, bf16 and unknown modes are refused with the list") {
+  json j = valid_scenario();
+  j["training"]["precision"] = "layerwise";
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::mixed);
+  j["training"]["precision"] = "apex_o1";
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::apex_o1);
+  j["training"]["precision"] = "apex_o2";
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").training.precision == exasim::PrecisionPolicy::apex_o2);
+  for (const char* bad : {"bf16", "fp8", "half"}) {
+    CAPTURE(bad);
+    j["training"]["precision"] = bad;
+    const Caught c = error_of(j);
+    CHECK(c.thrown);
+    CHECK(contains(c.message, "/training/precision"));
+    CHECK(contains(c.message, "\"layerwise\", \"apex_o1\", \"apex_o2\""));
   }
 }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "sim/analysis.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -179,4 +180,56 @@ TEST_CASE("sunway sim: 2-rank all_reduce inside a supernode matches the closed f
 TEST_CASE("sunway sim: 2-rank all_reduce across supernodes matches the closed form") {
   // + supernode uplink and downlink: latency 4 us, bottleneck the uplink (7.5 GB/s).
   check_two_rank_all_reduce(1, 9, 4 * kLat, kRatio * 4 * kW);
+}
+
+// Each message costs its sender the machine's message_overhead_s, serially: a direct
+// all-to-all among the 4 nodes of one supernode posts 3 messages, then its flows run at once.
+// Each of them carries bytes / 4 over a path of latency 2 us, and the three share the sender's
+// NIC: step = 3 o + 2 us + 3 (bytes / 4) / W. Folded and exhaustive agree; the breakdown by kind
+// gives the whole step to all_to_all. (One simulation per test case: SimGrid runs one engine per
+// process.)
+void check_direct_all_to_all_overhead(Fidelity f) {
+  MachineSpec m = small_machine();
+  const double o = 5e-6, bytes = 4e6;
+  m.message_overhead_s = o;
+  const SunwayNetwork net(m, Precision::fp32);
+  CHECK(net.message_overhead_s() == o);
+  Workload w;
+  w.rank_count = 4;
+  w.node_of_rank = {0, 1, 2, 3};
+  w.class_of_rank = {0, 0, 0, 0};
+  GroupTable g;
+  g.members = {{0, 1, 2, 3}};
+  g.index(4);
+  w.groups["moe"] = g;
+  add_op(w.programs[0],
+         Op{"a2a", "dispatch", Phase::forward,
+            CollectiveWork{CollectiveKind::all_to_all, CollectiveAlgorithm::direct, "moe", bytes}},
+         {});
+  const RooflineCostModel cost = cost_model_of(m);
+  const double expected = 3 * o + 2 * kLat + 3 * (bytes / 4) / kW;
+  const SimResult res = simulate(w, net, cost, EngineOptions{f});
+  INFO(to_string(f), ": simulated ", res.step_time_s, " s, expected ", expected, " s");
+  CHECK(res.step_time_s == doctest::Approx(expected).epsilon(1e-6));
+  const auto kinds = breakdown_by_kind(w.program(res.ranks[0].rank), res.ranks[0]);
+  double a2a = 0, other = 0;
+  for (const KindShare& k : kinds) (k.kind == "all_to_all" ? a2a : other) += k.seconds;
+  CHECK(a2a == doctest::Approx(expected).epsilon(1e-6));
+  CHECK(other == doctest::Approx(0.0));
+}
+
+TEST_CASE("sunway sim: a direct all_to_all pays the per-message overhead once per message (exhaustive)") {
+  check_direct_all_to_all_overhead(Fidelity::exhaustive);
+}
+
+TEST_CASE("sunway sim: a direct all_to_all pays the per-message overhead once per message (folded)") {
+  check_direct_all_to_all_overhead(Fidelity::folded);
+}
+
+TEST_CASE("collectives: messages per member") {
+  // direct: n - 1 messages in its one step; pairwise and ring: one per step.
+  CHECK(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::direct, 4, 1e6).messages_per_member() == 3);
+  CHECK(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, 4, 1e6).messages_per_member() == 3);
+  CHECK(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, 1e6).messages_per_member() == 6);
+  CHECK(CollectiveSchedule(CollectiveKind::all_gather, CollectiveAlgorithm::ring, 1, 1e6).messages_per_member() == 0);
 }
