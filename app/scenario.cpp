@@ -888,12 +888,11 @@ void validate_general(const Reader& r, const Scenario& s) {
       r.fail("/plan/tensor_parallel", "expected a divisor of the vocabulary (" + num(m.vocab) + "), got " + num(p.tensor));
   }
   const long long vt = static_cast<long long>(p.pipeline) * p.virtual_stages;
-  // Uneven stages (Llama 3's 126 layers on 16 stages) only without interleaving, every stage
-  // keeping a layer (models/memory_model.hpp: layers_on_stage).
-  if (m.layers % vt != 0 && (p.virtual_stages > 1 || m.layers <= p.pipeline))
+  // Uneven chunks (Llama 3's 126 layers on 16 stages), every chunk keeping a layer
+  // (models/memory_model.hpp: layers_on_chunk).
+  if (m.layers % vt != 0 && m.layers <= vt)
     r.fail("/plan/pipeline_parallel", "expected pipeline_parallel x virtual_stages (" + num(vt) +
-                                          ") to divide the layers (" + num(m.layers) +
-                                          "), or, without interleaving, fewer stages than layers");
+                                          ") to divide the layers (" + num(m.layers) + "), or to be fewer than them");
   if (p.virtual_stages == 1 && p.schedule == PipelineSchedule::interleaved)
     r.fail("/plan/virtual_stages", "expected at least 2 model chunks per device under the interleaved schedule (with 1 "
                                    "it is 1F1B: use \"schedule\": \"1f1b\")");

@@ -146,19 +146,25 @@ double zero_model_state_bytes(double parameters, int N, int stage, double K) {
   return x.parameters_bytes + x.gradients_bytes + x.optimizer_bytes;
 }
 
-int layers_on_stage(int layers, const ParallelPlan& p, int stage) {
-  const int P = p.pipeline;
-  if (layers % (P * p.virtual_stages) == 0) return layers / P;
-  const int per = (layers + P - 1) / P, shortfall = per * P - layers;
-  // Stages in the order they give a layer up: 0, P-1, 1, P-2, ...
-  const int rank = stage < P - 1 - stage ? 2 * stage : 2 * (P - 1 - stage) + 1;
+int layers_on_chunk(int layers, const ParallelPlan& p, int vs) {
+  const int V = p.pipeline * p.virtual_stages;
+  if (layers % V == 0) return layers / V;
+  const int per = (layers + V - 1) / V, shortfall = per * V - layers;
+  // Chunks in the order they give a layer up: 0, V-1, 1, V-2, ...
+  const int rank = vs < V - 1 - vs ? 2 * vs : 2 * (V - 1 - vs) + 1;
   return per - (rank < shortfall ? 1 : 0);
 }
 
-int first_layer_of_stage(int layers, const ParallelPlan& p, int stage) {
+int first_layer_of_chunk(int layers, const ParallelPlan& p, int vs) {
   int first = 0;
-  for (int s = 0; s < stage; ++s) first += layers_on_stage(layers, p, s);
+  for (int u = 0; u < vs; ++u) first += layers_on_chunk(layers, p, u);
   return first;
+}
+
+int layers_on_stage(int layers, const ParallelPlan& p, int stage) {
+  int n = 0;
+  for (int c = 0; c < p.virtual_stages; ++c) n += layers_on_chunk(layers, p, c * p.pipeline + stage);
+  return n;
 }
 
 double in_flight_micro_batches(const ParallelPlan& p, int stage) {

@@ -81,14 +81,16 @@ struct DeviceMemory {
 // 2: 2Ψ + (2 + K)Ψ/N; 3: (4 + K)Ψ/N. Throws std::invalid_argument for a stage outside 0..3 or N < 1.
 double zero_model_state_bytes(double parameters, int data_parallel, int stage, double K = 12);
 
-// The layers on a pipeline stage's device (all its model chunks). Layers that do not split
-// evenly over the stages (1F1B or GPipe only) are spread as Llama 3 does with its 126 layers on 16
-// stages (Llama Team, arXiv 2407.21783, section 3.3.2: one layer fewer on the first and the last
-// stage, which also hold the embedding and the output layer): each stage gets ceil(layers / p)
-// and the shortfall is taken one layer at a time from the first, the last, the second, the
-// second-to-last stage, and so on. first_layer: the index of the stage's first layer (v = 1).
+// The layers of a model chunk (virtual stage vs = chunk x p + stage, 0 .. p v - 1) and of a
+// pipeline stage's device (all its chunks). Layers that do not split evenly over the p v chunks
+// are spread as Llama 3 does with its 126 layers (Llama Team, arXiv 2407.21783, section 3.3.2:
+// one layer fewer in the first and the last chunk, which also hold the embedding and the output
+// layer): each chunk gets ceil(layers / (p v)) and the shortfall is taken one layer at a time
+// from the first, the last, the second, the second-to-last chunk, and so on. first_layer_of_chunk:
+// the index of the chunk's first layer.
+int layers_on_chunk(int layers, const ParallelPlan& plan, int virtual_stage);
+int first_layer_of_chunk(int layers, const ParallelPlan& plan, int virtual_stage);
 int layers_on_stage(int layers, const ParallelPlan& plan, int stage);
-int first_layer_of_stage(int layers, const ParallelPlan& plan, int stage);
 
 // Stage-equivalent micro-batches whose activations stage `stage` holds at its peak (see above).
 double in_flight_micro_batches(const ParallelPlan& plan, int stage);

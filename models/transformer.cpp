@@ -69,10 +69,9 @@ struct Dims {
 // One pipeline stage's program: a chain of the device's ops in schedule order.
 class StageBuilder {
  public:
-  // first_layer: the stage's first layer when it holds one chunk (uneven stages); else -1.
-  StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers_per_chunk, int first_layer)
-      : b_(g), x_(x), plan_(plan), stage_(stage), lpc_(layers_per_chunk), first_(first_layer),
-        vt_(plan.pipeline * plan.virtual_stages),
+  // layers: the model's (chunks may differ by one layer: layers_on_chunk).
+  StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers)
+      : b_(g), x_(x), plan_(plan), stage_(stage), layers_(layers), vt_(plan.pipeline * plan.virtual_stages),
         qkv_(tensor_linear(x.tl, x.T, x.d, x.d + 2 * x.kv * x.dh(), x.ea, Linear1D::column)),
         proj_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::row)),
         ffn1_(tensor_linear(x.tl, x.T, x.d, (x.swiglu ? 2 : 1) * x.ff, x.ea, Linear1D::column)),
@@ -85,7 +84,7 @@ class StageBuilder {
     if (it.forward) {
       if (vs > 0) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
       if (vs == 0) embedding(Phase::forward);
-      for (int l = 0; l < lpc_; ++l) {
+      for (int l = 0; l < chunk_layers(vs); ++l) {
         if (it.micro_batch == 0) prefetched_param_gather(layer_index(vs, l));
         layer_forward(layer_index(vs, l), Phase::forward, false);
       }
@@ -95,7 +94,7 @@ class StageBuilder {
       if (vs < vt_ - 1) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
       if (vs == vt_ - 1) head_backward();
       const bool last_micro_batch = it.micro_batch == plan_.micro_batches() - 1;
-      for (int l = lpc_ - 1; l >= 0; --l) {
+      for (int l = chunk_layers(vs) - 1; l >= 0; --l) {
         const int layer = layer_index(vs, l);
         if (plan_.recompute == Recompute::full) layer_forward(layer, Phase::backward, true);
         layer_backward(layer);
@@ -135,7 +134,8 @@ class StageBuilder {
   double model_flops() const { return b_.model_flops(); }
 
  private:
-  int layer_index(int vs, int l) const { return first_ >= 0 ? first_ + l : vs * lpc_ + l; }
+  int layer_index(int vs, int l) const { return first_layer_of_chunk(layers_, plan_, vs) + l; }
+  int chunk_layers(int vs) const { return layers_on_chunk(layers_, plan_, vs); }
 
   // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
   // local shard, and (ZeRO 1, 2) the all-gather of the updated parameters. Returns the Adam op.
@@ -488,7 +488,7 @@ class StageBuilder {
   GraphBuilder b_;
   const Dims& x_;
   const ParallelPlan& plan_;
-  int stage_, lpc_, first_, vt_;
+  int stage_, layers_, vt_;
   long last_ = -1;
   std::vector<long> joins_;  // collectives the next op waits for besides last_
   TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_;
@@ -514,9 +514,8 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   if (t.precision == PrecisionPolicy::mixed)
     bad("precision \"mixed\" is BaGuaLu's layer-wise policy for MoDa layouts; use \"fp16\" or \"fp32\"");
   const int vt = checked_int_product({plan.pipeline, plan.virtual_stages}, "pipeline x virtual stages");
-  if (m.layers % vt != 0 && (plan.virtual_stages > 1 || m.layers <= plan.pipeline))
-    bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({}), or, without "
-                    "interleaving, more than the stages",
+  if (m.layers % vt != 0 && m.layers <= vt)
+    bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({}), or more than them",
                     m.layers, vt));
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
   if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
@@ -596,15 +595,12 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     const int stage = prog / R, ri = prog % R;
     xs[ri].dropless = !m.dense() && m.dropless();
     xs[ri].dropless_rows = rows[ri];
-    const bool one_chunk = plan.virtual_stages == 1;  // uneven stages possible (layers_on_stage)
-    const int lpc = one_chunk ? layers_on_stage(m.layers, plan, stage) : m.layers / vt;
-    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, lpc,
-                    one_chunk ? first_layer_of_stage(m.layers, plan, stage) : -1);
+    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.layers);
     for (const PipelineItem& it : pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage))
       sb.item(it);
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
     // stages' device, the (tied) embedding's share.
-    const double layers_here = double(plan.virtual_stages) * lpc;
+    const double layers_here = layers_on_stage(m.layers, plan, stage);
     double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
     const double experts = m.dense() ? 0 : layers_here * x.local_experts() * ffn_params;
     if (stage == 0) dense += x.V * x.d * x.pf + x.s * x.d;

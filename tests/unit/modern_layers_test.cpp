@@ -129,7 +129,7 @@ TEST_CASE("FlashAttention's cost: flops over the device peak times its published
   CHECK_THROWS_AS(RooflineCostModel(d).compute_time_s(c), std::invalid_argument);
 }
 
-TEST_CASE("uneven pipeline stages as Llama 3: one layer fewer on the first and the last stage") {
+TEST_CASE("uneven pipeline chunks as Llama 3: one layer fewer in the first and the last chunk") {
   ParallelPlan p;
   p.pipeline = 16;
   std::vector<int> counts;
@@ -140,7 +140,7 @@ TEST_CASE("uneven pipeline stages as Llama 3: one layer fewer on the first and t
   CHECK(layers_on_stage(9, p, 3) == 2);
   CHECK(layers_on_stage(9, p, 1) == 2);
   CHECK(layers_on_stage(9, p, 2) == 3);
-  CHECK(first_layer_of_stage(9, p, 3) == 7);
+  CHECK(first_layer_of_chunk(9, p, 3) == 7);
   // The step graph: every layer once, in order over the stages.
   ModelSpec m = llama_like();
   m.layers = 9;
@@ -151,8 +151,23 @@ TEST_CASE("uneven pipeline stages as Llama 3: one layer fewer on the first and t
   for (int s = 0; s < 4; ++s) layers += count_label(tw.workload.programs[s], "attn_qkv");
   CHECK(layers == 9 * 4);  // 4 micro-batches
   CHECK(count_label(tw.workload.programs[2], "attn_qkv") == 3 * 4);
-  // Interleaving needs equal chunks.
+  // Interleaved: 9 layers in 8 chunks (2 per stage): 2 each, a shortfall of 7: chunks 0, 7, 1, 6,
+  // 2, 5, 3 give one up, chunk 4 (stage 0's second) keeps 2.
   p.schedule = PipelineSchedule::interleaved;
   p.virtual_stages = 2;
+  std::vector<int> chunks;
+  for (int vs = 0; vs < 8; ++vs) chunks.push_back(layers_on_chunk(9, p, vs));
+  CHECK(chunks == std::vector<int>{1, 1, 1, 1, 2, 1, 1, 1});
+  CHECK(layers_on_stage(9, p, 0) == 3);
+  const TransformerWorkload il = build_transformer_workload(m, bf16(32), p);
+  CHECK(count_label(il.workload.programs[0], "attn_qkv") == 3 * 4);
+  // Llama 3 with two chunks per stage: 3 layers in the first and the last chunk, 4 in the others.
+  p.pipeline = 16;
+  CHECK(layers_on_chunk(126, p, 0) == 3);
+  CHECK(layers_on_chunk(126, p, 31) == 3);
+  CHECK(layers_on_chunk(126, p, 16) == 4);
+  // Fewer layers than chunks: refused.
+  m.layers = 7;
+  p.pipeline = 4;
   CHECK_THROWS_AS(build_transformer_workload(m, bf16(32), p), std::invalid_argument);
 }

@@ -218,8 +218,9 @@ TEST_CASE("interleaving splits the layers into chunks, each send has one receive
 }
 
 TEST_CASE("impossible plans are refused with the reason") {
-  CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(6), half(), plan(1, 1, 4, 1, 4)),
-                       doctest::Contains("layers (6)"), std::invalid_argument);
+  // (6 layers on 4 stages run unevenly, as Llama 3's; 3 on 4 leave a stage without a layer.)
+  CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(3), half(), plan(1, 1, 4, 1, 4)),
+                       doctest::Contains("layers (3)"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(4, 64, 4), half(), plan(1, 8, 1, 1, 4)),
                        doctest::Contains("tensor-parallel size (8)"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(), half(), plan(3, 1, 1, 2, 8)),
