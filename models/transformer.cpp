@@ -269,7 +269,7 @@ class StageBuilder {
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
     const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, x_.gemm, x_.storage,
-                               gemm_shape(k, n, m, batch), {last_});
+                               gemm_shape(k, n, m, batch), last_);
     std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
     for (const TensorCollective& c : lin.wgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {wgrad}));

@@ -145,8 +145,7 @@ TEST_CASE("sampler: sample_kernel warms up once untimed then samples run()") {
   CHECK(r.runs == st.iterations + 1);
   CHECK(st.iterations >= 3);
   CHECK(st.iterations <= 7);
-  CHECK(st.mean_s >= 0);
-  CHECK(st.mean_s < 1e-3);
+  CHECK(st.mean_s >= 0);  // (how short a run is depends on the machine's load: not checked here)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -377,7 +376,9 @@ TEST_CASE("scaling: bad limits and bad shapes throw") {
 TEST_CASE("measure_kernel: scales, samples, caches by the measured shape") {
   const fs::path dir = scratch("measure_cache");
   SampleCache cache(dir / "samples.json");
-  const SamplerOptions fast{0.5, 2, 5, 0.5};
+  // At most 5 runs, and no time budget: on a loaded machine (or under a sanitizer) one run may take
+  // longer than any budget, and the sample would stop after one (the test must not depend on speed).
+  const SamplerOptions fast{0.5, 2, 5, 1e9};
   const ScalingLimits lim{2e9, 8 << 20, 2e6};  // small, to keep the test fast
   // gelu of 4 Mi fp16 elements: runs in fp32, 32 MiB moved, scaled to 8 MiB (1 Mi elements), factor 4
   const KernelShape full{{1 << 22, 0, 0}, 1};
