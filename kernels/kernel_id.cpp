@@ -21,6 +21,7 @@ const char* to_string(KernelClass k) {
     case KernelClass::optimizer_update: return "optimizer_update";
     case KernelClass::host_link: return "host_link";
     case KernelClass::host_memory: return "host_memory";
+    case KernelClass::fused_attention: return "fused_attention";
   }
   return "?";
 }
@@ -36,6 +37,7 @@ const char* to_string(Kernel k) {
     case Kernel::adam: return "adam";
     case Kernel::host_copy: return "host_copy";
     case Kernel::host_adam: return "host_adam";
+    case Kernel::flash_attention: return "flash_attention";
   }
   return "?";
 }
@@ -72,6 +74,7 @@ KernelClass kernel_class(Kernel k) {
     case Kernel::adam: return KernelClass::optimizer_update;
     case Kernel::host_copy: return KernelClass::host_link;
     case Kernel::host_adam: return KernelClass::host_memory;
+    case Kernel::flash_attention: return KernelClass::fused_attention;
     default: return KernelClass::memory_bound;
   }
 }
@@ -81,7 +84,8 @@ bool is_host_class(KernelClass c) { return c == KernelClass::host_link || c == K
 int shape_rank(Kernel k) {
   switch (k) {
     case Kernel::gemm:
-    case Kernel::gate_topk: return 3;
+    case Kernel::gate_topk:
+    case Kernel::flash_attention: return 3;
     case Kernel::softmax:
     case Kernel::layer_norm:
     case Kernel::token_permute: return 2;
@@ -94,6 +98,7 @@ std::array<const char*, 3> shape_axis_names(Kernel k) {
     case Kernel::gemm: return {"m", "n", "k"};
     case Kernel::gate_topk: return {"tokens", "experts", "k"};
     case Kernel::token_permute: return {"tokens", "d_model", ""};
+    case Kernel::flash_attention: return {"seq", "head_dim", "passes"};
     case Kernel::softmax:
     case Kernel::layer_norm: return {"rows", "cols", ""};
     default: return {"elements", "", ""};
@@ -127,6 +132,9 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::host_copy: return {0, a * e};
     // as adam, on the host (see models/transformer.cpp for the offloaded step's byte count)
     case Kernel::host_adam: return {12 * a, 28 * a};
+    // `c` GEMMs of s x s x head_dim per (sequence, head) pair; memory traffic only for the operands:
+    // forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes dQ, dK, dV.
+    case Kernel::flash_attention: return {2 * c * a * a * b * batch, (c <= 2 ? 4 : 8) * a * b * e * batch};
   }
   return {};
 }
