@@ -1,13 +1,14 @@
-// See node_arena.hpp for why this exists. This file replaces the global (unaligned,
-// non-array) operator new and delete for the whole program; the other forms of new and
-// delete in libstdc++ forward to these two or never see arena memory.
+// See node_arena.hpp for why this exists. This file replaces every form of the global
+// operator new and delete for the whole program.
 #include "sim/node_arena.hpp"
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <stdlib.h>  // posix_memalign
 #include <mutex>
 #include <new>
 
@@ -57,14 +58,26 @@ NodeArenaScope::~NodeArenaScope() {
 
 }  // namespace exasim
 
-void* operator new(std::size_t n) {
+// Every form of new and delete is replaced, so that all of them agree on one allocator (malloc and
+// free): a form left to the runtime (libstdc++'s, or a sanitizer's interceptor) would allocate with
+// its own and could hand that memory to the delete below, or the other way round (AddressSanitizer
+// reports an alloc-dealloc mismatch). Only the plain form takes 24-byte requests from the arena;
+// every delete recognises arena memory.
+namespace {
+
+void* allocate(std::size_t n) {
   if (n == exasim::kSlot && exasim::g_scopes.load(std::memory_order_relaxed) > 0)
     if (void* p = exasim::arena_alloc()) return p;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
+  return std::malloc(n == 0 ? 1 : n);
 }
 
-void operator delete(void* p) noexcept {
+void* allocate_aligned(std::size_t n, std::align_val_t a) {
+  const std::size_t align = std::max(static_cast<std::size_t>(a), sizeof(void*));
+  void* p = nullptr;
+  return posix_memalign(&p, align, n == 0 ? 1 : n) == 0 ? p : nullptr;
+}
+
+void release(void* p) noexcept {
   if (exasim::in_arena(p)) {
     *static_cast<void**>(p) = exasim::t_free;
     exasim::t_free = p;
@@ -73,4 +86,31 @@ void operator delete(void* p) noexcept {
   std::free(p);
 }
 
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void* or_throw(void* p) {
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return or_throw(allocate(n)); }
+void* operator new[](std::size_t n) { return or_throw(allocate(n)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new(std::size_t n, std::align_val_t a) { return or_throw(allocate_aligned(n, a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return or_throw(allocate_aligned(n, a)); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return allocate_aligned(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return allocate_aligned(n, a); }
+
+void operator delete(void* p) noexcept { release(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
+void operator delete[](void* p, std::size_t) noexcept { release(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete(void* p, std::align_val_t) noexcept { release(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { release(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { release(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }

@@ -51,7 +51,10 @@ void check_estimate(const Scenario& sc, const PredictOptions& o) {
 TEST_CASE("graph size: the estimate bounds every shipped scenario's programs, far below the limit") {
   const PredictOptions o = memory_only();
   int scenarios = 0;
-  for (const auto& [path, text] : embedded_files()) {
+  for (const auto& file : embedded_files()) {
+    // References, not structured bindings: INFO's lambda may not capture those before C++20 (clang).
+    const std::string& path = file.first;
+    const std::string& text = file.second;
     if (path.rfind("scenarios/", 0) != 0 || path.rfind("scenarios/sweeps/", 0) == 0 ||
         path.rfind("scenarios/validation/", 0) == 0)
       continue;
@@ -63,7 +66,9 @@ TEST_CASE("graph size: the estimate bounds every shipped scenario's programs, fa
 }
 
 TEST_CASE("graph size: every plan of the shipped sweeps stays far below the limit") {
-  for (const auto& [path, text] : embedded_files()) {
+  for (const auto& file : embedded_files()) {
+    const std::string& path = file.first;
+    const std::string& text = file.second;
     if (path.rfind("scenarios/sweeps/", 0) != 0) continue;
     const SweepSpec s = parse_sweep(text, path);
     for (size_t plan = 0; plan < s.plan_count(); ++plan) {

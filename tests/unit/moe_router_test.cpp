@@ -252,7 +252,7 @@ TEST_CASE("moe router: dropless routing drops nothing and gives each device its 
       if (const auto* c = std::get_if<CollectiveWork>(&op.work); c && op.label == "dispatch")
         CHECK(c->bytes == doctest::Approx(100.0 * 64 * 2));  // each device sends its T k rows
       if (const auto* c = std::get_if<ComputeWork>(&op.work); c && op.label == "expert_ffn1") {
-        CHECK(c->shape == KernelShape{{prog == 0 ? 72.0 : 28.0, 256, 64}, 2});  // mean rows per local expert
+        CHECK(c->shape == KernelShape{{prog == 0 ? 72 : 28, 256, 64}, 2});  // mean rows per local expert
         ffn1++;
       }
     }

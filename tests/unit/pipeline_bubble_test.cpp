@@ -76,9 +76,12 @@ std::pair<double, double> step(PipelineSchedule sch, int p, int m, int v, bool s
 }  // namespace
 
 TEST_CASE("pipeline bubble: GPipe and 1F1B (p - 1)/m, interleaved (p - 1)/(v m), analytic mode") {
-  for (auto [sch, p, m, v] : {std::tuple{PipelineSchedule::gpipe, 4, 8, 1}, std::tuple{PipelineSchedule::one_f_one_b, 4, 8, 1},
-                              std::tuple{PipelineSchedule::one_f_one_b, 2, 16, 1},
-                              std::tuple{PipelineSchedule::interleaved, 4, 8, 2}}) {
+  for (const auto& c : {std::tuple{PipelineSchedule::gpipe, 4, 8, 1}, std::tuple{PipelineSchedule::one_f_one_b, 4, 8, 1},
+                        std::tuple{PipelineSchedule::one_f_one_b, 2, 16, 1},
+                        std::tuple{PipelineSchedule::interleaved, 4, 8, 2}}) {
+    // Plain variables, not structured bindings: CAPTURE's lambda may not capture those before C++20 (clang).
+    const PipelineSchedule sch = std::get<0>(c);
+    const int p = std::get<1>(c), m = std::get<2>(c), v = std::get<3>(c);
     CAPTURE(to_string(sch));
     CAPTURE(p);
     const auto [step_s, ideal_s] = step(sch, p, m, v, false);

@@ -1,12 +1,11 @@
 // Sampling, the sample cache, the scaling rule and measure_kernel. Everything here is
-// deterministic (synthetic timers) except the one extrapolation check at the end, which times
-// real kernels.
+// deterministic (synthetic timers); the extrapolation check that times real kernels is
+// tools/bench --scaling.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -146,8 +145,7 @@ TEST_CASE("sampler: sample_kernel warms up once untimed then samples run()") {
   CHECK(r.runs == st.iterations + 1);
   CHECK(st.iterations >= 3);
   CHECK(st.iterations <= 7);
-  CHECK(st.mean_s >= 0);
-  CHECK(st.mean_s < 1e-3);
+  CHECK(st.mean_s >= 0);  // (how short a run is depends on the machine's load: not checked here)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -378,7 +376,9 @@ TEST_CASE("scaling: bad limits and bad shapes throw") {
 TEST_CASE("measure_kernel: scales, samples, caches by the measured shape") {
   const fs::path dir = scratch("measure_cache");
   SampleCache cache(dir / "samples.json");
-  const SamplerOptions fast{0.5, 2, 5, 0.5};
+  // At most 5 runs, and no time budget: on a loaded machine (or under a sanitizer) one run may take
+  // longer than any budget, and the sample would stop after one (the test must not depend on speed).
+  const SamplerOptions fast{0.5, 2, 5, 1e9};
   const ScalingLimits lim{2e9, 8 << 20, 2e6};  // small, to keep the test fast
   // gelu of 4 Mi fp16 elements: runs in fp32, 32 MiB moved, scaled to 8 MiB (1 Mi elements), factor 4
   const KernelShape full{{1 << 22, 0, 0}, 1};
@@ -411,76 +411,5 @@ TEST_CASE("measure_kernel: scales, samples, caches by the measured shape") {
   fs::remove_all(dir);
 }
 
-namespace {
-
-double time_one_run(KernelRun& r) {
-  const auto t0 = std::chrono::steady_clock::now();
-  r.run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-struct Extrapolation {
-  SampleStats direct, scaled;
-  double factor = 1;
-  double extrapolated_s() const { return scaled.mean_s * factor; }
-};
-
-// Samples a kernel at its full shape and at its scaled-down shape in alternation, so that a load
-// that comes and goes on this shared host hits both alike. Each step runs the full shape once and
-// the scaled one about `factor` times in a row (as long, so as steady; its time per run is
-// recorded). The direct runs decide when to stop (sample_until_stable); the scaled runs' times,
-// taken between them, are then judged by the same rule over all of them. Up to three attempts,
-// until both samples converge.
-Extrapolation direct_vs_scaled(Kernel k, const KernelShape& full, Precision p, const ScalingLimits& lowered) {
-  const SamplerOptions o{0.03, 10, 40, 1.5};
-  const ScaledShape scaled = scale_down(k, full, p, lowered);
-  REQUIRE(scaled.factor > 4);  // really scaled down
-  auto direct = KernelRun::make(k, full, p);
-  auto small = KernelRun::make(k, scaled.shape, p);
-  direct->run();  // warm-up
-  small->run();
-  const int reps = int(scaled.factor);
-  Extrapolation e;
-  e.factor = scaled.factor;
-  for (int attempt = 1; attempt <= 3; ++attempt) {
-    std::vector<double> small_times;
-    e.direct = sample_until_stable(
-        [&] {
-          double t = 0;
-          for (int i = 0; i < reps; ++i) t += time_one_run(*small);
-          small_times.push_back(t / reps);
-          return time_one_run(*direct);
-        },
-        o);
-    std::size_t next = 0;
-    const int n = int(small_times.size());
-    e.scaled = sample_until_stable([&] { return small_times[next++]; }, SamplerOptions{o.rel_stderr_target, n, n, 1e9});
-    MESSAGE(describe(k, full), ": direct ", e.direct.mean_s * 1e3, " ms (", e.direct.iterations,
-            " runs, rel. stderr ", e.direct.rel_stderr, "), from ", describe(k, scaled.shape), " x ", scaled.factor,
-            ": ", e.extrapolated_s() * 1e3, " ms (rel. stderr ", e.scaled.rel_stderr, ")");
-    if (e.direct.converged && e.scaled.converged) break;
-  }
-  return e;
-}
-
-}  // namespace
-
-TEST_CASE("scaling: a scaled-down sample extrapolates to within 15 percent of a direct one (timed)") {
-  const int threads = blas_threads();
-  set_blas_threads(1);  // one core: steadier on a shared host
-  SUBCASE("GEMM 256 x 4096 x 2048 (4.3 GFLOP) against 256 x 984 x 984") {
-    const Extrapolation e =
-        direct_vs_scaled(Kernel::gemm, {{256, 4096, 2048}, 1}, Precision::fp32, ScalingLimits{0.5e9, 256e6, 64e6});
-    REQUIRE(e.direct.converged);
-    REQUIRE(e.scaled.converged);
-    CHECK(e.extrapolated_s() == doctest::Approx(e.direct.mean_s).epsilon(0.15));
-  }
-  SUBCASE("residual_add of 64 Mi elements (768 MB) against 8 Mi (96 MB)") {
-    const Extrapolation e = direct_vs_scaled(Kernel::residual_add, {{64 << 20, 0, 0}, 1}, Precision::fp32,
-                                             ScalingLimits{2e9, 96 << 20, 64e6});
-    REQUIRE(e.direct.converged);
-    REQUIRE(e.scaled.converged);
-    CHECK(e.extrapolated_s() == doctest::Approx(e.direct.mean_s).epsilon(0.15));
-  }
-  set_blas_threads(threads);
-}
+// The extrapolation check that times real kernels (a scaled-down sample against a direct one)
+// is tools/bench --scaling (tools/bench_scaling.cpp): no timed assertion in the unit tests.
