@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "models/convnet_spec.hpp"
 #include "sim/step_graph.hpp"
 
 namespace exasim {
@@ -33,6 +34,9 @@ struct ModelSpec {
   bool dropless() const { return capacity_factor == 0; }
   RouterSpec router;             // general plans: tokens over an expert's capacity are dropped
   int vocab = 0;                 // 0: embedding and logits not modelled (BaGuaLu's MoDa models)
+  // "family": "resnet": a convolutional network (models/convnet.hpp); the transformer fields stay unset.
+  ConvNetSpec convnet;
+  bool is_convnet() const { return !convnet.empty(); }
   bool dense() const { return experts_per_layer == 0; }
 };
 
