@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +48,12 @@ int usage(int code) {
                "      --cache FILE, default ~/.cache/exasim/samples.json) instead of the profile's grid\n"
                "      --analytic: a closed-form alpha-beta estimate on the same step graphs, no simulation\n"
                "      --trace FILE.json: also writes the step's timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
+               "      --max-graph-ops N: refuse plans whose step graph (ops per rank x ranks, estimated before it is\n"
+               "      built) exceeds N (default "
+            << kDefaultMaxGraphOps
+            << "); sweep takes it too\n"
                "  exasim sweep SWEEP.json [--out DIR] [--jobs N] [--resume] [--analytic | --simulate-top K] [--profile FILE]\n"
+               "               [--max-graph-ops N]\n"
                "      predicts every plan of a sweep file (the product of its dimensions over a base scenario),\n"
                "      one process per plan, N at once; streams rows to DIR/results.jsonl and DIR/results.csv\n"
                "      (default DIR: out/sweeps/<sweep name>); --resume continues an interrupted sweep;\n"
@@ -76,12 +83,33 @@ Scenario load(const std::string& arg) {
   return load_scenario_file(arg);  // reports the unreadable file
 }
 
+// A scenario's name as one folder name under out/: characters other than letters, digits, '.', '_'
+// and '-' become '_', and a leading '.' is prefixed by '_' (a name of "../.." cannot leave out/).
+std::string folder_name(const std::string& name) {
+  std::string s;
+  for (unsigned char c : name) s += (std::isalnum(c) || c == '.' || c == '_' || c == '-') ? char(c) : '_';
+  if (s.empty() || s[0] == '.') s = "_" + s;
+  return s;
+}
+
+// --max-graph-ops N: a positive number (1e11 and 100000000000 alike).
+double graph_ops_limit(const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 1)
+    throw ScenarioError("--max-graph-ops", "", "expected a number of ops x ranks of at least 1, got '" + v + "'");
+  return x;
+}
+
 int cmd_run(const std::vector<std::string>& args) {
   std::string scenario_arg, out_dir, fidelity, profile, cache_file, trace_file;
-  bool sample = false, analytic = false;
+  bool sample = false, analytic = false, have_scenario = false;
+  PredictOptions po;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out" && i + 1 < args.size())
       out_dir = args[++i];
+    else if (args[i] == "--max-graph-ops" && i + 1 < args.size())
+      po.max_graph_ops = graph_ops_limit(args[++i]);
     else if (args[i] == "--analytic")
       analytic = true;
     else if (args[i] == "--trace" && i + 1 < args.size())
@@ -96,13 +124,16 @@ int cmd_run(const std::vector<std::string>& args) {
       fidelity = args[++i];
     else if (!args[i].empty() && args[i][0] == '-')
       return usage(2);
-    else if (scenario_arg.empty())
+    else if (!have_scenario) {
       scenario_arg = args[i];
-    else
+      have_scenario = true;
+    } else
       return usage(2);
   }
+  if (have_scenario && scenario_arg.empty())
+    throw ScenarioError("run", "", "expected a scenario file or name, got an empty argument ('')");
   const auto t0 = std::chrono::steady_clock::now();
-  Scenario sc = scenario_arg.empty()
+  Scenario sc = !have_scenario
                     ? parse_scenario(embedded_files().at(kDefaultScenario), std::string("<embedded>/") + kDefaultScenario)
                     : load(scenario_arg);
   if (fidelity == "folded")
@@ -111,8 +142,10 @@ int cmd_run(const std::vector<std::string>& args) {
     sc.fidelity = Fidelity::exhaustive;
   else if (!fidelity.empty())
     throw ScenarioError("--fidelity", "", "folded or exhaustive, got '" + fidelity + "'");
-  if (out_dir.empty()) out_dir = "out/" + sc.name;
-  PredictOptions po;
+  if (out_dir.empty()) out_dir = "out/" + folder_name(sc.name);
+  // Unwritable outputs are found before the simulation, not after it.
+  check_writable_dir(out_dir);
+  if (!trace_file.empty()) check_writable_file(trace_file);
   po.analytic = analytic;
   std::shared_ptr<SampleCache> cache;
   if (sample) {
@@ -130,11 +163,11 @@ int cmd_run(const std::vector<std::string>& args) {
   // Everything is formatted before anything is written.
   const std::string report = report_json(p).dump(2) + "\n";
   const std::string trace = trace_file.empty() ? std::string() : chrome_trace_json(p);
-  write_files_atomically(out_dir, {{"report.json", report}, {"runstats.json", stats.dump(2) + "\n"}});
-  if (!trace_file.empty()) {
-    const std::filesystem::path tp(trace_file);
-    write_files_atomically(tp.has_parent_path() ? tp.parent_path().string() : ".", {{tp.filename().string(), trace}});
-  }
+  // All of the command's outputs at once: a failing trace leaves no report written either.
+  std::vector<OutputFile> outputs{{(std::filesystem::path(out_dir) / "report.json").string(), report},
+                                  {(std::filesystem::path(out_dir) / "runstats.json").string(), stats.dump(2) + "\n"}};
+  if (!trace_file.empty()) outputs.push_back({trace_file, trace});
+  write_outputs(outputs);
   std::cout << summary_text(p);
   std::cout << fmt::format("  wrote {}/report.json and runstats.json ({:.1f} s, peak {:.0f} MiB)\n", out_dir, wall_s,
                            ru.ru_maxrss / 1024.0);
@@ -186,6 +219,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   if (threads < 1) throw ProfileError("--threads", "", "a positive number of BLAS threads");
   set_blas_threads(threads);
   if (out.empty()) out = default_profile_path(host_cpu_model());
+  check_writable_file(out);  // before minutes of measuring
   const CalibrationPlan plan = quick ? quick_calibration() : full_calibration();
   std::unique_ptr<SampleCache> cache;
   if (!cache_file.empty()) cache = std::make_unique<SampleCache>(cache_file);
@@ -203,10 +237,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   });
   if (tty) std::cerr << "\n";
   if (cache) cache->save();
-  const auto slash = out.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : out.substr(0, slash);
-  const std::string name = slash == std::string::npos ? out : out.substr(slash + 1);
-  write_files_atomically(dir, {{name, host_profile_json(hp)}});
+  write_outputs({{out, host_profile_json(hp)}});
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format("wrote {}: {} ({} BLAS thread(s)), {} kernel shapes in {:.1f} s\n", out, hp.cpu_model,
                            hp.blas_threads, plan.samples(), wall_s);
@@ -241,6 +272,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
       o.simulate_top = positive("--simulate-top", args[++i]);
     } else if (args[i] == "--profile" && i + 1 < args.size())
       profile = args[++i];
+    else if (args[i] == "--max-graph-ops" && i + 1 < args.size())
+      o.predict.max_graph_ops = graph_ops_limit(args[++i]);
     else if (!args[i].empty() && args[i][0] == '-')
       return usage(2);
     else if (sweep_arg.empty())
@@ -252,7 +285,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   o.analytic = analytic;
   // Everything is checked before anything is written.
   const SweepSpec spec = load_sweep(sweep_arg);
-  o.out_dir = out_dir.empty() ? "out/sweeps/" + spec.name : out_dir;
+  o.out_dir = out_dir.empty() ? "out/sweeps/" + folder_name(spec.name) : out_dir;
   o.predict.host = std::make_shared<ProfileEfficiency>(load_host_profile(profile));
   o.progress = isatty(fileno(stderr));
   return run_sweep(spec, o, std::cout);
@@ -297,8 +330,12 @@ int cmd_python(const std::string& sub, const std::vector<std::string>& args) {
   return 1;
 }
 
-// The embedded scenarios (for `run`), then the sweep files (for `sweep`).
-int cmd_list() {
+// The embedded scenarios (for `run`), then the sweep files (for `sweep`). Takes no argument.
+int cmd_list(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    std::cerr << "exasim list: takes no argument, got '" << args.front() << "'\n";
+    return usage(2);
+  }
   auto under = [](const std::string& path, const char* dir) { return path.rfind(dir, 0) == 0; };
   for (const auto& [path, text] : embedded_files())
     if (under(path, "scenarios/") && !under(path, "scenarios/validation/") && !under(path, "scenarios/sweeps/"))
@@ -319,7 +356,7 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return cmd_validate(args);
     if (cmd == "calibrate") return cmd_calibrate(args);
     if (cmd == "sweep") return cmd_sweep(args);
-    if (cmd == "list") return cmd_list();
+    if (cmd == "list") return cmd_list(args);
     if (cmd == "plot" || cmd == "report") return cmd_python(cmd, args);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") return usage(0);
     return usage(2);
@@ -330,6 +367,9 @@ int main(int argc, char** argv) {
     std::cerr << "exasim: error: " << e.what() << "\n";
     return 2;
   } catch (const DoesNotFitError& e) {
+    std::cerr << "exasim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const OutputError& e) {
     std::cerr << "exasim: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -1,12 +1,43 @@
-// Output files are written whole or not at all: each goes to a temporary name in the same
-// directory and is renamed into place only after every file of the set has been written.
+// Output files are written whole or not at all: each goes to a temporary name unique to this
+// process (so that two runs into one folder never share one), and every file of a command is
+// renamed into place only after all of them have been written. A failure removes the temporary
+// files, leaves no final file of the set written, and names the OS error.
 #pragma once
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace exasim {
-// Writes all (relative name, content) pairs into dir (created if missing). Throws on failure,
-// leaving none of the named files half-written.
+
+// An output that cannot be written (a folder that cannot be created, a full disk): the message
+// names the path and the OS error (strerror).
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OutputFile {
+  std::string path;  // where it ends up; its folder is created if missing
+  std::string content;
+};
+
+// Writes every file to a unique temporary name beside its final path, then renames them all into
+// place. Throws OutputError; on a failure before the renames, no final file is touched.
+void write_outputs(const std::vector<OutputFile>& files);
+
+// The same for (relative name, content) pairs in one folder.
 void write_files_atomically(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files);
-}
+
+// Checks, without creating anything, that `dir` is or can be created as a folder this process may
+// write in (its nearest existing ancestor is a writable folder), so that a command finds an
+// unwritable output before its long work. Throws OutputError with the OS error.
+void check_writable_dir(const std::string& dir);
+
+// The same for a file: its folder as above, and the path itself not a folder.
+void check_writable_file(const std::string& path);
+
+// The folder a file path is written into ("." for a bare name).
+std::string parent_dir(const std::string& file_path);
+
+}  // namespace exasim

@@ -38,9 +38,32 @@ void check_fits(const Scenario& sc, const Prediction& p) {
         p.memory.optimizer_state_bytes / 1e9, p.memory.activations_bytes / 1e9, p.memory.embedding_logits_bytes / 1e9,
         p.memory.communication_buffers_bytes / 1e9));
 }
+
+// Refuses, before anything is built, a plan whose step graph would exceed the limit.
+void check_graph_size(const Scenario& sc, const PredictOptions& o) {
+  const GraphSizeEstimate e = sc.plan_kind == Scenario::PlanKind::moda
+                                  ? estimate_graph_size(sc.model, sc.training, sc.plan)
+                                  : estimate_graph_size(sc.model, sc.training, sc.parallel);
+  if (e.ops_x_ranks() > o.max_graph_ops)
+    throw ScenarioError(sc.file, "/plan",
+                        fmt::format("expected a step graph of at most {:.3g} ops x ranks, estimated {:.3g} ({:.3g} ops "
+                                    "per rank x {:.3g} ranks) before building it; --max-graph-ops N raises the limit",
+                                    o.max_graph_ops, e.ops_x_ranks(), e.ops_per_rank, e.ranks));
+}
+
+// The precisions the step computes in; each must have figures in the host profile.
+void check_host_precisions(const Scenario& sc, const HostEfficiency& host) {
+  std::vector<Precision> used{Precision::fp32};
+  if (sc.training.precision != PrecisionPolicy::fp32) used.push_back(Precision::fp16);
+  for (Precision pr : used)
+    host.require_precision(pr, fmt::format("scenario {} computes in {}", sc.file, to_string(sc.training.precision)));
+}
+
 }  // namespace
 
 Prediction predict(const Scenario& sc, const PredictOptions& o) {
+  check_host_precisions(sc, *o.host);
+  check_graph_size(sc, o);
   Prediction p;
   p.scenario = sc;
   const MachineSpec& m = sc.machine;
@@ -62,6 +85,8 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
       mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
     } catch (const DoesNotFitError& e) {
       throw DoesNotFitError(sc.file + ": /plan: " + e.what());
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(sc.file, "/plan", e.what());
     }
     p.workload = std::move(mw.workload);
     p.moda = mw.placement;
@@ -334,7 +359,7 @@ std::string summary_text(const Prediction& p) {
                      sc.machine.name, sc.plan.nodes, p.moda->supernodes_used, to_string(sc.plan.layout),
                      p.moda->replicas, sc.plan.paro ? "on" : "off");
     s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
-                     to_string(sc.training.precision), sc.training.seq_len * sc.training.micro_batch_per_node,
+                     to_string(sc.training.precision), static_cast<long long>(sc.training.seq_len) * sc.training.micro_batch_per_node,
                      sc.training.micro_batches);
   } else if (sc.model.is_convnet()) {
     const ParallelPlan& pl = sc.parallel;

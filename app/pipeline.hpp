@@ -10,6 +10,7 @@
 #include "app/scenario.hpp"
 #include "costs/profile_cost_model.hpp"
 #include "models/convnet.hpp"
+#include "models/graph_size.hpp"
 #include "models/moe_transformer.hpp"
 #include "models/transformer.hpp"
 #include "sim/analysis.hpp"
@@ -52,9 +53,13 @@ struct PredictOptions {
   bool memory_only = false;
   // The host's relative kernel efficiencies that the profile cost model maps onto the device.
   std::shared_ptr<const HostEfficiency> host;
+  // A plan whose step graph would exceed this many ops x ranks (models/graph_size.hpp) is refused
+  // before it is built (`exasim run --max-graph-ops N` raises it).
+  double max_graph_ops = kDefaultMaxGraphOps;
 };
 
-// Throws ScenarioError (a plan that cannot be laid out), DoesNotFitError (a plan that does not fit
+// Throws ScenarioError (a plan that cannot be laid out, or whose step graph would exceed
+// o.max_graph_ops), ProfileError (a host profile without figures at the scenario's precision), DoesNotFitError (a plan that does not fit
 // in a device's memory: never simulated; `exasim sweep` records it as "infeasible" with the
 // reason) or std::runtime_error (engine).
 Prediction predict(const Scenario& sc, const PredictOptions& o);

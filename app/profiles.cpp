@@ -9,12 +9,17 @@
 namespace exasim {
 
 std::shared_ptr<const HostProfile> load_host_profile(const std::string& arg) {
-  const std::string name = arg.empty() ? kDefaultHostProfile : arg;
+  const auto& files = embedded_files();
+  // The default is always the embedded profile: a file of that name in the working directory
+  // is read only when --profile names it.
+  if (arg.empty())
+    return std::make_shared<const HostProfile>(
+        parse_host_profile(files.at(kDefaultHostProfile), std::string("<embedded>/") + kDefaultHostProfile));
+  const std::string& name = arg;
   if (FILE* f = std::fopen(name.c_str(), "r")) {
     std::fclose(f);
     return std::make_shared<const HostProfile>(load_host_profile_file(name));
   }
-  const auto& files = embedded_files();
   if (const std::string key = embedded_key(name, "profiles/"); !key.empty())
     return std::make_shared<const HostProfile>(parse_host_profile(files.at(key), "<embedded>/" + key));
   std::string known;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -16,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/embedded.hpp"
+#include "sim/checked_count.hpp"
+#include "sim/physical_range.hpp"
 
 namespace exasim {
 
@@ -334,6 +337,21 @@ class Reader {
     return *value;
   }
 
+  // A number checked against a physical range (sim/physical_range.hpp), the range in the message.
+  double ranged(const json& v, const std::string& path, const PhysicalRange& range) const {
+    const double x = number(v, path, range.zero_allowed ? NumKind::non_negative : NumKind::positive);
+    if (!range.contains(x)) {
+      const std::string at = v.is_object() ? child(path, "value") : path;
+      fail(at, "expected " + range.describe() + ", got " + (v.is_object() ? v.at("value") : v).dump());
+    }
+    return x;
+  }
+
+  double required_ranged(const json& obj, const std::string& path, const std::string& key,
+                         const PhysicalRange& range) const {
+    return ranged(require(obj, path, key, range.describe()), child(path, key), range);
+  }
+
   int integer(const json& v, const std::string& path) const {
     return static_cast<int>(number(v, path, NumKind::positive_int));
   }
@@ -383,17 +401,20 @@ class Reader {
 
 const Precision kPrecisions[] = {Precision::fp64, Precision::fp32, Precision::fp16};
 
+// range: checks each value against a physical range instead of `kind` alone.
 std::map<Precision, double> read_precision_map(const Reader& r, const json& obj, const std::string& path,
-                                               const std::string& key, NumKind kind) {
+                                               const std::string& key, NumKind kind,
+                                               const PhysicalRange* range = nullptr) {
   const std::string p = child(path, key);
   const json& m = r.require(obj, path, key, "an object with keys fp64, fp32, fp16 (fp32 required)");
   r.require_object(m, p, "an object with keys fp64, fp32, fp16 (fp32 required)");
   r.check_keys(m, p, {"fp64", "fp32", "fp16"});
+  auto read = [&](const json& v, const std::string& vp) { return range ? r.ranged(v, vp, *range) : r.number(v, vp, kind); };
   std::map<Precision, double> out;
-  out[Precision::fp32] = r.required_number(m, p, "fp32", kind);
+  out[Precision::fp32] = read(r.require(m, p, "fp32", num_desc(kind)), child(p, "fp32"));
   for (Precision pr : kPrecisions) {
     if (pr == Precision::fp32) continue;
-    if (const json* v = Reader::find(m, to_string(pr))) out[pr] = r.number(*v, child(p, to_string(pr)), kind);
+    if (const json* v = Reader::find(m, to_string(pr))) out[pr] = read(*v, child(p, to_string(pr)));
   }
   return out;
 }
@@ -436,11 +457,11 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
                 "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
-  s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive);
+  s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
   s.gemm_efficiency = read_precision_map(r, d, path, "gemm_efficiency", NumKind::fraction);
-  s.memory_bandwidth_Bps = r.required_number(d, path, "memory_bandwidth_Bps", NumKind::positive);
-  s.optimizer_memory_bandwidth_Bps = r.required_number(d, path, "optimizer_memory_bandwidth_Bps", NumKind::positive);
-  s.memory_bytes = r.required_number(d, path, "memory_bytes", NumKind::positive);
+  s.memory_bandwidth_Bps = r.required_ranged(d, path, "memory_bandwidth_Bps", kDeviceBandwidthRange);
+  s.optimizer_memory_bandwidth_Bps = r.required_ranged(d, path, "optimizer_memory_bandwidth_Bps", kDeviceBandwidthRange);
+  s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);
   s.cores_per_device = r.optional_int(d, path, "cores_per_device", 1);
   read_sources(r, d, path);
 }
@@ -480,19 +501,19 @@ void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, M
     r.fail(child(path, "gpus_per_nic"), "expected a divisor of gpus_per_node (" + std::to_string(g.gpus_per_node) +
                                             "), got " + std::to_string(g.gpus_per_nic));
   read_device(r, m, path, s);
-  g.nvlink_Bps = r.required_number(m, path, "nvlink_Bps", NumKind::positive);
-  g.nvlink_latency_s = r.required_number(m, path, "nvlink_latency_s", NumKind::non_negative);
-  g.nic_Bps = r.required_number(m, path, "nic_Bps", NumKind::positive);
+  g.nvlink_Bps = r.required_ranged(m, path, "nvlink_Bps", kLinkBandwidthRange);
+  g.nvlink_latency_s = r.required_ranged(m, path, "nvlink_latency_s", kLatencyRange);
+  g.nic_Bps = r.required_ranged(m, path, "nic_Bps", kLinkBandwidthRange);
   read_fat_tree(r, m, path, g);
-  s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
   // Optional: what optimizer offload needs (both or neither).
   const bool link = Reader::find(m, "host_link_Bps") != nullptr, memory = Reader::find(m, "host_memory_Bps") != nullptr;
   if (link != memory)
     r.fail(child(path, link ? "host_memory_Bps" : "host_link_Bps"),
            "missing (expected a positive number: host_link_Bps and host_memory_Bps go together)");
   if (link) {
-    s.host_link_Bps = r.required_number(m, path, "host_link_Bps", NumKind::positive);
-    s.host_memory_Bps = r.required_number(m, path, "host_memory_Bps", NumKind::positive);
+    s.host_link_Bps = r.required_ranged(m, path, "host_link_Bps", kLinkBandwidthRange);
+    s.host_memory_Bps = r.required_ranged(m, path, "host_memory_Bps", kDeviceBandwidthRange);
   }
 }
 
@@ -502,8 +523,8 @@ void read_torus(const Reader& r, const json& m, const std::string& path, Machine
   s.torus.x = r.required_int(m, path, "torus_x");
   s.torus.y = r.required_int(m, path, "torus_y");
   read_device(r, m, path, s);
-  s.torus.link_Bps = r.required_number(m, path, "link_Bps", NumKind::positive);
-  s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+  s.torus.link_Bps = r.required_ranged(m, path, "link_Bps", kLinkBandwidthRange);
+  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
 }
 
 void read_sunway(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
@@ -514,10 +535,25 @@ void read_sunway(const Reader& r, const json& m, const std::string& path, Machin
   s.supernodes = r.required_int(m, path, "supernodes");
   s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
   read_device(r, m, path, s);
-  s.noc_Bps = r.required_number(m, path, "noc_Bps", NumKind::positive);
+  s.noc_Bps = r.required_ranged(m, path, "noc_Bps", kLinkBandwidthRange);
   s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
-  s.node_injection_Bps = r.required_number(m, path, "node_injection_Bps", NumKind::positive);
-  s.link_latency_s = r.required_number(m, path, "link_latency_s", NumKind::non_negative);
+  s.node_injection_Bps = r.required_ranged(m, path, "node_injection_Bps", kLinkBandwidthRange);
+  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
+}
+
+// Ranks are numbered in 32 bits: a machine of more devices is refused (no product wraps around).
+void check_device_count(const Reader& r, const std::string& path, const MachineSpec& s) {
+  const long long n = s.device_count();
+  if (n <= INT_MAX) return;
+  const bool sunway = s.family == "sunway", gpu = s.family == "gpu_cluster";
+  const std::string key = sunway ? "supernodes" : gpu ? "nodes" : "torus_y";
+  const std::string product = sunway ? std::to_string(s.supernodes) + " supernodes x " +
+                                           std::to_string(s.nodes_per_supernode) + " nodes"
+                              : gpu ? std::to_string(s.gpu.nodes) + " nodes x " + std::to_string(s.gpu.gpus_per_node) +
+                                          " GPUs"
+                                    : std::to_string(s.torus.x) + " x " + std::to_string(s.torus.y) + " chips";
+  r.fail(child(path, key), "expected at most " + std::to_string(INT_MAX) + " devices in the machine (ranks are 32-bit), got " +
+                               product + " = " + std::to_string(n));
 }
 
 MachineSpec read_machine_object(const Reader& r, const json& m, const std::string& path) {
@@ -531,6 +567,7 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
     read_torus(r, m, path, s);
   else
     read_sunway(r, m, path, s);
+  check_device_count(r, path, s);
   s.name = r.required_string(m, path, "name");
   r.optional_string(m, path, "description");
   read_sources(r, m, path);
@@ -813,6 +850,18 @@ bool is_power(long long x, int e, long long& root) {
   return false;
 }
 
+// A run in fp16 or mixed precision needs the device's fp16 peak and GEMM efficiency.
+void check_half_precision_figures(const Reader& r, const Scenario& s) {
+  const MachineSpec& mc = s.machine;
+  if (s.training.precision == PrecisionPolicy::fp32) return;
+  const bool peak = mc.peak_flops_per_s.count(Precision::fp16) > 0, gemm = mc.gemm_efficiency.count(Precision::fp16) > 0;
+  if (peak && gemm) return;
+  r.fail("/training/precision", std::string("expected \"fp32\": precision ") + quoted(to_string(s.training.precision)) +
+                                    " needs the device's peak_flops_per_s.fp16 and gemm_efficiency.fp16, and device " +
+                                    quoted(mc.device_name) + " of machine " + quoted(mc.name) + " lacks " +
+                                    (!peak ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
+}
+
 void validate_general(const Reader& r, const Scenario& s) {
   const ModelSpec& m = s.model;
   const ParallelPlan& p = s.parallel;
@@ -830,6 +879,7 @@ void validate_general(const Reader& r, const Scenario& s) {
   if (s.training.precision == PrecisionPolicy::mixed)
     r.fail("/training/precision",
            "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
+  check_half_precision_figures(r, s);
   if (m.dense() && p.expert != 1) r.fail("/plan/expert_parallel", "expected 1: a dense model has no experts");
   if (p.paro) r.fail("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
   if (p.offload_optimizer && !(s.machine.host_link_Bps > 0 && s.machine.host_memory_Bps > 0))
@@ -887,11 +937,13 @@ void validate_general(const Reader& r, const Scenario& s) {
     r.fail("/plan/global_batch", "expected the micro-batches per pipeline (global_batch / (micro_batch x data_parallel) = " +
                                      num(mbs) + ") to be a multiple of pipeline_parallel (" + num(p.pipeline) +
                                      ") under the interleaved schedule");
-  const long long devices = static_cast<long long>(p.data) * p.tensor * p.pipeline;
-  if (devices > s.machine.device_count())
+  // Checked 64-bit arithmetic: three 32-bit sizes can overflow even 64 bits.
+  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline});
+  if (!devices || *devices > s.machine.device_count())
     r.fail("/plan", "expected at most the machine's " + num(s.machine.device_count()) + " devices (" +
                         s.machine.device_word() + "s): data_parallel x tensor_parallel x pipeline_parallel = " +
-                        num(devices));
+                        num(p.data) + " x " + num(p.tensor) + " x " + num(p.pipeline) + " = " +
+                        (devices ? num(*devices) : std::string("more than 2^63")));
 }
 
 void validate(const Reader& r, const Scenario& s) {
@@ -918,13 +970,7 @@ void validate(const Reader& r, const Scenario& s) {
     r.fail("/model/top_k", "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " +
                                num(m.top_k));
 
-  if (s.training.precision == PrecisionPolicy::mixed &&
-      (!mc.peak_flops_per_s.count(Precision::fp16) || !mc.gemm_efficiency.count(Precision::fp16)))
-    r.fail("/training/precision",
-           "expected \"fp32\": precision \"mixed\" needs the machine's peak_flops_per_s.fp16 and "
-           "gemm_efficiency.fp16, and machine " +
-               quoted(mc.name) + " lacks " +
-               (!mc.peak_flops_per_s.count(Precision::fp16) ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
+  check_half_precision_figures(r, s);
 
   const int K = p.nodes_per_supernode_used;
   if (K > mc.nodes_per_supernode)

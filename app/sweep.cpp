@@ -98,7 +98,7 @@ void resolve_base(SweepSpec& s, const std::string& ref) {
   }
   try {
     s.base = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
     throw ScenarioError(s.base_file, "", std::string("expected valid JSON: ") + e.what());
   }
   if (!s.base.is_object()) throw ScenarioError(s.base_file, "", "expected a scenario object");
@@ -207,7 +207,7 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
   ojson root;
   try {
     root = ojson::parse(json_text);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {  // a syntax error, or a number past double's range (1e400)
     throw ScenarioError(file, "", std::string("expected valid JSON: ") + e.what());
   }
   if (!root.is_object()) throw ScenarioError(file, "", "expected a sweep object {name, base, dimensions, rank_by}");
@@ -449,18 +449,22 @@ JsonlContents read_results_jsonl(const std::string& text, const std::string& fil
     const size_t end = complete ? nl + 1 : text.size();
     ojson row;
     bool ok = complete;
+    std::string why;
     if (ok) try {
         row = ojson::parse(line);
         ok = row.is_object() && row.contains("plan") && row["plan"].is_number_unsigned() && row.contains("status");
-      } catch (const ojson::parse_error&) {
+      } catch (const ojson::exception& e) {  // a syntax error, or a number past double's range (1e400)
         ok = false;
+        why = std::string(": ") + e.what();
       }
     if (!ok) {
-      if (end == text.size()) {  // the last line: torn by an interruption
+      // Rows are appended whole, newline included: only a last line without its newline is torn.
+      if (!complete) {
         c.torn = true;
         break;
       }
-      throw ScenarioError(file, "line " + std::to_string(line_no), "a whole result row (only the last line may be torn)");
+      throw ScenarioError(file, "line " + std::to_string(line_no),
+                          "a whole result row (only a last line cut short may be torn)" + why);
     }
     c.rows.push_back(std::move(row));
     c.good_bytes = end;
@@ -562,6 +566,62 @@ class SweepRun {
   double analytic_value(const ojson& row) const;
 };
 
+// FNV-1a, 64 bits: a fingerprint of text, stable across builds and hosts.
+std::string fnv1a_hex(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// What the rows came from, for readers of the folder (exasim plot, exasim report), with a
+// fingerprint of the base scenario's content and the dimensions that --resume compares.
+ojson sweep_meta(const SweepSpec& s) {
+  ojson meta = ojson::object();
+  meta["name"] = s.name;
+  meta["file"] = s.file;
+  meta["base"] = s.base_file;
+  meta["plans"] = s.plan_count();
+  meta["rank_by"] = s.rank_by;
+  ojson dims = ojson::array();
+  for (const auto& d : s.dimensions) {
+    ojson j = {{"pointer", d.pointer}, {"values", d.values}};
+    if (d.leader >= 0) j["with"] = s.dimensions[d.leader].pointer;
+    dims.push_back(j);
+  }
+  meta["dimensions"] = dims;
+  if (!s.validation.empty()) meta["validation"] = s.validation;
+  meta["fingerprint"] = fnv1a_hex(s.base.dump() + "\n" + dims.dump());
+  return meta;
+}
+
+// --resume continues only the sweep that wrote the folder: same base scenario, same dimensions.
+void check_same_sweep(const ojson& meta, const std::string& sweep_json) {
+  std::string text;
+  if (!read_whole_file(sweep_json, text))
+    throw ScenarioError(sweep_json, "", "expected the sweep.json that --resume compares the sweep with (the folder's "
+                                        "results.jsonl holds rows, but which sweep wrote them is not recorded)");
+  ojson old;
+  try {
+    old = ojson::parse(text);
+  } catch (const ojson::exception& e) {
+    throw ScenarioError(sweep_json, "", std::string("expected valid JSON: ") + e.what());
+  }
+  const std::string want = meta["fingerprint"].get<std::string>();
+  const auto it = old.is_object() ? old.find("fingerprint") : old.end();
+  if (it == old.end() || !it->is_string())
+    throw ScenarioError(sweep_json, "/fingerprint", "missing: the folder was written without a fingerprint of its base "
+                                                    "scenario, so --resume cannot tell whether its rows are this sweep's");
+  if (it->get<std::string>() != want)
+    throw ScenarioError(sweep_json, "/fingerprint",
+                        "expected " + want + " (this sweep's base scenario " + meta["base"].get<std::string>() +
+                            " and dimensions), got " + it->get<std::string>() +
+                            ": the rows were written by another sweep (base " + old.value("base", std::string("?")) +
+                            "); choose another --out");
+}
+
 void SweepRun::prepare() {
   namespace fs = std::filesystem;
   jsonl_path_ = (fs::path(o_.out_dir) / "results.jsonl").string();
@@ -571,8 +631,10 @@ void SweepRun::prepare() {
   if (!o_.resume && have && !text.empty())
     throw ScenarioError(jsonl_path_, "",
                         "holds the rows of an earlier sweep: use --resume to continue it, or choose another --out");
+  const ojson meta = sweep_meta(s_);
   if (o_.resume && have) {
     const JsonlContents c = read_results_jsonl(text, jsonl_path_);
+    if (!c.rows.empty()) check_same_sweep(meta, (fs::path(o_.out_dir) / "sweep.json").string());
     const size_t n = s_.plan_count();
     size_t line = 0;
     for (const ojson& r : c.rows) {
@@ -615,21 +677,6 @@ void SweepRun::prepare() {
     write_whole(csv_fd_, csv_header(s_), csv_path_);
     fsync(csv_fd_);
   }
-  // What the rows came from, for readers of the folder (exasim plot, exasim report).
-  ojson meta = ojson::object();
-  meta["name"] = s_.name;
-  meta["file"] = s_.file;
-  meta["base"] = s_.base_file;
-  meta["plans"] = s_.plan_count();
-  meta["rank_by"] = s_.rank_by;
-  ojson dims = ojson::array();
-  for (const auto& d : s_.dimensions) {
-    ojson j = {{"pointer", d.pointer}, {"values", d.values}};
-    if (d.leader >= 0) j["with"] = s_.dimensions[d.leader].pointer;
-    dims.push_back(j);
-  }
-  meta["dimensions"] = dims;
-  if (!s_.validation.empty()) meta["validation"] = s_.validation;
   write_files_atomically(o_.out_dir, {{"sweep.json", meta.dump(1) + "\n"}});
 }
 
@@ -724,7 +771,7 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
       if (!c.out.empty() && c.out.back() == '\n') try {
           row = ojson::parse(c.out);
           ok = row.is_object();
-        } catch (const ojson::parse_error&) {
+        } catch (const ojson::exception&) {
         }
       if (!ok) {
         const std::string how = WIFSIGNALED(status) ? fmt::format("killed by signal {} ({})", WTERMSIG(status),

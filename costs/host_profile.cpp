@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -65,6 +66,15 @@ class Reader {
     if (!v.is_number() || v.get<double>() < 0) fail(path + "/" + key, "expected a non-negative number, got " + v.dump());
     return v.get<double>();
   }
+  // A whole number in [lo, hi], range-checked before it is converted (1e300 iterations is refused,
+  // not converted with undefined behaviour).
+  int count(const json& obj, const std::string& path, const std::string& key, int lo, int hi) const {
+    const json& v = at(obj, path, key, fmt::format("a whole number from {} to {}", lo, hi));
+    const double x = v.is_number() ? v.get<double>() : 0;
+    if (!v.is_number() || !(x >= lo && x <= hi) || std::floor(x) != x)
+      fail(path + "/" + key, fmt::format("expected a whole number from {} to {}, got {}", lo, hi, v.dump()));
+    return static_cast<int>(x);
+  }
   std::string string(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = at(obj, path, key, "a string");
     if (!v.is_string()) fail(path + "/" + key, "expected a string, got " + v.dump());
@@ -114,7 +124,7 @@ ProfilePoint read_point(const Reader& r, const json& v, const std::string& path,
   p.efficiency = r.positive(v, path, "efficiency");
   p.measured_shape = v.contains("measured_shape") ? r.shape(v["measured_shape"], path + "/measured_shape", rank) : p.shape;
   p.scale_factor = v.contains("scale_factor") ? r.positive(v, path, "scale_factor") : 1.0;
-  p.iterations = v.contains("iterations") ? int(r.non_negative(v, path, "iterations")) : 0;
+  p.iterations = v.contains("iterations") ? r.count(v, path, "iterations", 0, INT_MAX) : 0;
   // null: a single timed iteration (the time budget ran out), whose spread is unknown.
   p.rel_stderr = !v.contains("rel_stderr")        ? 0.0
                  : v["rel_stderr"].is_null() ? std::numeric_limits<double>::infinity()
@@ -202,6 +212,19 @@ Precision HostProfile::measured_precision(Precision p) const {
   return it == stand_ins.end() ? p : it->second.first;
 }
 
+void HostProfile::require_precision(Precision p, const std::string& user) const {
+  const Precision measured = measured_precision(p);
+  for (Kernel k : all_kernels) {
+    const std::vector<Precision> ps = profiled_precisions(k);
+    if (ps.size() == 1 && p != ps.front()) continue;  // runs at one precision whatever the step's (Adam: fp32)
+    if (!surfaces.count({k, measured}) || !peaks.count({kernel_class(k), measured}))
+      throw ProfileError(file, "/kernels",
+                         fmt::format("expected an entry for kernel \"{}\" at {} and its class peak (or a stand_ins entry "
+                                     "for {} naming the precision measured instead): {}",
+                                     to_string(k), to_string(measured), to_string(p), user));
+  }
+}
+
 const EfficiencySurface& HostProfile::surface(Kernel k, Precision p) const {
   auto it = surfaces.find({k, measured_precision(p)});
   if (it == surfaces.end())
@@ -218,7 +241,7 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past double's range (1e400)
     r.fail("", std::string("expected JSON: ") + e.what());
   }
   if (!root.is_object()) r.fail("", "expected a host profile object");
@@ -229,7 +252,7 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
   const json& host = r.at(root, "", "host", "the host's cpu_model, blas and blas_threads");
   hp.cpu_model = r.string(host, "/host", "cpu_model");
   hp.blas = r.string(host, "/host", "blas");
-  hp.blas_threads = int(r.positive(host, "/host", "blas_threads"));
+  hp.blas_threads = r.count(host, "/host", "blas_threads", 1, 65536);
   hp.created_by = root.contains("created_by") ? r.string(root, "", "created_by") : "";
   if (root.contains("stand_ins")) {
     const json& si = root["stand_ins"];

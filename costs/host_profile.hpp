@@ -70,6 +70,9 @@ struct HostProfile {
   double relative_efficiency(Kernel k, Precision p, const KernelShape& s) const;
   // The precision measured for p (p itself unless a stand-in replaces it).
   Precision measured_precision(Precision p) const;
+  // Throws ProfileError unless every kernel that runs at p has a surface and a class peak at p (or at
+  // the precision its stand-in names); `user` says who needs them (for the message).
+  void require_precision(Precision p, const std::string& user) const;
   const EfficiencySurface& surface(Kernel k, Precision p) const;  // throws std::out_of_range
 };
 

@@ -24,6 +24,13 @@ class HostEfficiency {
   // In (0, 1].
   virtual double relative(Kernel k, Precision p, const KernelShape& s) const = 0;
   virtual std::string describe() const = 0;
+  // Throws ProfileError when kernels at precision p have no figures to answer from; `user` names
+  // who needs them. Checked before anything is built (app/pipeline.cpp). The default: a source that
+  // answers at every precision (test doubles).
+  virtual void require_precision(Precision p, const std::string& user) const {
+    (void)p;
+    (void)user;
+  }
 };
 
 // Interpolated on a calibrated profile's surfaces.
@@ -34,6 +41,7 @@ class ProfileEfficiency final : public HostEfficiency {
     return profile_->relative_efficiency(k, p, s);
   }
   std::string describe() const override;
+  void require_precision(Precision p, const std::string& user) const override { profile_->require_precision(p, user); }
   const HostProfile& profile() const { return *profile_; }
 
  private:

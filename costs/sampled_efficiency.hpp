@@ -21,6 +21,8 @@ class SampledEfficiency final : public HostEfficiency {
                     std::shared_ptr<SampleCache> cache);
   double relative(Kernel k, Precision p, const KernelShape& s) const override;
   std::string describe() const override;
+  // The class peaks come from the profile at the measured precision.
+  void require_precision(Precision p, const std::string& user) const override { peaks_->require_precision(p, user); }
   size_t distinct_samples() const { return memo_.size(); }
 
  private:

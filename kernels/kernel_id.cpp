@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 namespace exasim {
 
 const char* to_string(Precision p) {
@@ -50,6 +52,14 @@ std::optional<Kernel> kernel_from_string(std::string_view s) {
     if (s == to_string(k)) return k;
   return std::nullopt;
 }
+std::int64_t shape_dim(double x, const char* what) {
+  if (!(x >= 0 && x <= kMaxShapeDim))
+    throw std::invalid_argument(fmt::format("{} of {:g} is outside 0 .. 2^53: the model and plan give a kernel no "
+                                            "device could run",
+                                            what, x));
+  return static_cast<std::int64_t>(x);
+}
+
 double bytes_per_element(Precision p) {
   switch (p) {
     case Precision::fp64: return 8;

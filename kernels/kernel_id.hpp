@@ -62,6 +62,13 @@ struct KernelShape {
   bool operator<(const KernelShape& o) const { return dims != o.dims ? dims < o.dims : batch < o.batch; }
 };
 
+// A shape dimension computed in floating point (tokens x experts, a batch), converted to an integer
+// only when it is finite, non-negative and at most kMaxShapeDim (2^53, where doubles stop counting
+// exactly); otherwise throws std::invalid_argument naming `what` (a converted value out of range
+// would be undefined behaviour).
+inline constexpr double kMaxShapeDim = 9007199254740992.0;
+std::int64_t shape_dim(double x, const char* what = "a kernel shape dimension");
+
 const char* to_string(Precision p);
 const char* to_string(KernelClass k);
 const char* to_string(Kernel k);

@@ -13,13 +13,16 @@
 namespace exasim {
 
 // A GEMM's shape: C[m x n] = A[m x k] B[k x n], `batch` independent products.
+// Dimensions are range-checked before conversion (kernels/kernel_id.hpp: shape_dim throws
+// std::invalid_argument past 2^53).
 inline KernelShape gemm_shape(double m, double n, double k, double batch = 1) {
-  return {{std::int64_t(m), std::int64_t(n), std::int64_t(k)}, std::int64_t(batch)};
+  return {{shape_dim(m, "a GEMM's m"), shape_dim(n, "a GEMM's n"), shape_dim(k, "a GEMM's k")},
+          shape_dim(batch, "a GEMM's batch")};
 }
 inline KernelShape rows_cols(double rows, double cols, double third = 0) {
-  return {{std::int64_t(rows), std::int64_t(cols), std::int64_t(third)}, 1};
+  return {{shape_dim(rows, "a kernel's rows"), shape_dim(cols, "a kernel's columns"), shape_dim(third)}, 1};
 }
-inline KernelShape elements(double n) { return {{std::int64_t(n), 0, 0}, 1}; }
+inline KernelShape elements(double n) { return {{shape_dim(n, "a kernel's element count"), 0, 0}, 1}; }
 
 class GraphBuilder {
  public:

@@ -109,7 +109,7 @@ DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, co
   // Megatron-LM's count per layer: attention 4h^2 + 4h, layer norms 4h; MLP 2 h d_ff + d_ff + h;
   // an MoE layer has E such experts and a gate h E (as models/transformer.cpp).
   const double attn = 4 * h * h + 8 * h, ffn = 2 * h * ff + ff + h;
-  const int vt = p.pipeline * p.virtual_stages;
+  const int vt = checked_int_product({p.pipeline, p.virtual_stages}, "pipeline x virtual stages");
   const double layers_here = double(m.layers) / vt * p.virtual_stages;
   const double frac = l.parameter_fraction();
   const double per_layer = (m.dense() ? attn + ffn : attn + h * m.experts_per_layer) * frac;

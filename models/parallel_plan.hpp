@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/checked_count.hpp"
+
 namespace exasim {
 
 // Tensor parallelism (Bian et al., arXiv 2105.14450; reference/models.md):
@@ -63,9 +65,13 @@ struct ParallelPlan {
   // Innermost first: the first dimension's ranks are adjacent devices (inside a node).
   std::vector<ParallelDim> placement = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline};
 
-  int devices() const { return data * tensor * pipeline; }
+  // Products in checked 64-bit arithmetic: throw std::overflow_error past a 32-bit count (the
+  // scenario parser refuses such plans first, naming the file and path).
+  int devices() const { return checked_int_product({data, tensor, pipeline}, "data x tensor x pipeline"); }
   // Micro-batches per step per pipeline: global_batch / (micro_batch * data).
-  int micro_batches() const { return global_batch / (micro_batch * data); }
+  int micro_batches() const {
+    return static_cast<int>(global_batch / *checked_product({micro_batch, data}));  // two ints: fits in 64 bits
+  }
 };
 
 }  // namespace exasim

@@ -26,6 +26,7 @@ int PlanPlacement::rank_of(const RankCoords& c) const {
 PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   PlanPlacement pl;
   pl.sizes = {plan.tensor, plan.data, plan.pipeline};
+  const int N = plan.devices();  // checked: throws past a 32-bit rank count, before any rank is placed
   std::array<int, 3> seen{};
   int stride = 1;
   bool experts_outer = false;  // "expert" listed after "data": the replicas of the same experts are neighbours
@@ -39,11 +40,10 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
     const int i = dim_index(d);
     if (seen[i]++) throw std::invalid_argument(std::string("placement: ") + to_string(d) + " is listed twice");
     pl.strides[i] = stride;
-    stride *= pl.sizes[i];
+    stride = checked_int_product({stride, pl.sizes[i]}, "the placement's strides");
   }
   for (int i = 0; i < 3; ++i)
     if (!seen[i]) throw std::invalid_argument("placement: must list tensor, data and pipeline");
-  const int N = plan.devices();
   pl.coords.resize(N);
   for (int t = 0; t < plan.tensor; ++t)
     for (int d = 0; d < plan.data; ++d)

@@ -132,10 +132,10 @@ TensorLinear tensor_linear(const TensorLayout& l, double T, double din, double d
     case TensorMode::one_d: {
       const int P = l.size;
       if (one_d == Linear1D::column) {
-        out.forward_gemm = {{std::int64_t(T), std::int64_t(dout / P), std::int64_t(din)}, 1};
+        out.forward_gemm = {{shape_dim(T), shape_dim(dout / P), shape_dim(din)}, 1};
         if (P > 1) out.dgrad_after.push_back(coll(K::all_reduce, "tp", P, T * din * ea, "dx_all_reduce"));
       } else {
-        out.forward_gemm = {{std::int64_t(T), std::int64_t(dout), std::int64_t(din / P)}, 1};
+        out.forward_gemm = {{shape_dim(T), shape_dim(dout), shape_dim(din / P)}, 1};
         if (P > 1) out.forward_after.push_back(coll(K::all_reduce, "tp", P, T * dout * ea, "y_all_reduce"));
       }
       return out;
@@ -144,7 +144,7 @@ TensorLinear tensor_linear(const TensorLayout& l, double T, double din, double d
     case TensorMode::two_half_d: {
       const int n = l.q;
       const double rows = T / (l.mode == TensorMode::two_d ? q : l.depth * q);  // this depth layer's row panel
-      out.forward_gemm = {{std::int64_t(rows), std::int64_t(dout / q), std::int64_t(din)}, 1};
+      out.forward_gemm = {{shape_dim(rows), shape_dim(dout / q), shape_dim(din)}, 1};
       if (n > 1) {
         const double x_panel = rows * din * ea, a_panel = din * dout / q * ea;
         out.forward_before = {coll(K::all_gather, "tp_row", n, x_panel, "x_all_gather"),
@@ -158,7 +158,7 @@ TensorLinear tensor_linear(const TensorLayout& l, double T, double din, double d
     }
     case TensorMode::three_d: {
       const int n = l.q;
-      out.forward_gemm = {{std::int64_t(T / q), std::int64_t(dout / q), std::int64_t(din / q)}, 1};
+      out.forward_gemm = {{shape_dim(T / q), shape_dim(dout / q), shape_dim(din / q)}, 1};
       if (n > 1) {
         const double x = T / q * din / q * ea, a = din / q * dout / q * ea, y = T / q * dout / q * ea;
         out.forward_before = {coll(K::all_gather, "tp_x", n, x, "x_all_gather"),

@@ -415,7 +415,7 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   if (m.dense() && plan.expert != 1) bad("a dense model has no experts: expert_parallel must be 1");
   if (t.precision == PrecisionPolicy::mixed)
     bad("precision \"mixed\" is BaGuaLu's layer-wise policy for MoDa layouts; use \"fp16\" or \"fp32\"");
-  const int vt = plan.pipeline * plan.virtual_stages;
+  const int vt = checked_int_product({plan.pipeline, plan.virtual_stages}, "pipeline x virtual stages");
   if (m.layers % vt != 0)
     bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({})", m.layers, vt));
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take

@@ -4,10 +4,10 @@
 
 namespace exasim {
 
-int MachineSpec::device_count() const {
-  if (family == "sunway") return supernodes * nodes_per_supernode;
-  if (family == "gpu_cluster") return gpu.nodes * gpu.gpus_per_node;
-  if (family == "torus") return torus.x * torus.y;
+long long MachineSpec::device_count() const {
+  if (family == "sunway") return static_cast<long long>(supernodes) * nodes_per_supernode;
+  if (family == "gpu_cluster") return static_cast<long long>(gpu.nodes) * gpu.gpus_per_node;
+  if (family == "torus") return static_cast<long long>(torus.x) * torus.y;
   throw std::invalid_argument("machine " + name + ": unknown family '" + family + "'");
 }
 

@@ -68,8 +68,9 @@ struct MachineSpec {
   // --- every family: latency of one switch hop or link (unpublished: an assumption or a free parameter)
   double link_latency_s = 0;
 
-  // Devices the machine offers, one rank each: Sunway nodes, GPUs, torus chips.
-  int device_count() const;
+  // Devices the machine offers, one rank each: Sunway nodes, GPUs, torus chips. In 64 bits (a
+  // product of two ints cannot overflow it); the scenario parser refuses more than INT_MAX.
+  long long device_count() const;
   // What one device is called: "node", "GPU", "chip".
   std::string device_word() const;
   // Devices that share the innermost fast level: a supernode's nodes, a node's GPUs, a torus row.

@@ -62,7 +62,13 @@ int adopt_torus_collectives(Workload& w, const TorusNetwork& net) {
       if (members.size() < 2) continue;
       nodes.clear();
       for (int r : members) nodes.push_back(w.node_of_rank.at(r));
-      const int L = torus_rectangle_row(net, nodes);
+      int L = torus_rectangle_row(net, nodes);
+      // Bidirectional rings need closed rings: a side that spans the torus dimension (its wrap-around
+      // link closes it) or has two chips. On a segment of a row a one-way ring already uses both
+      // directions (its closing flow runs back), and the 2-D algorithm would only add contention.
+      const int D = L > 0 ? static_cast<int>(nodes.size()) / L : 0;
+      const auto closed = [](int side, int dim) { return side <= 2 || side == dim; };
+      if (L > 0 && !(closed(L, net.x_size()) && closed(D, net.y_size()))) L = 0;
       if (L == 0 || (row >= 0 && L != row)) {
         row = 0;
         break;

@@ -11,9 +11,10 @@
 // to a neighbour crosses one link.
 //
 // adopt_torus_collectives: collectives as the pod's hardware runs them. A group whose members
-// fill a rectangle of the torus (member b L + j at (x0 + j, y0 + b), rows of L chips) reduces,
-// scatters and gathers with the 2-D torus algorithm (torus_2d, block L; a single row is a
-// bidirectional ring); every all-to-all sends all its flows at once (direct) on the
+// fill a rectangle of the torus (member b L + j at (x0 + j, y0 + b), rows of L chips) whose sides
+// close into rings (each spans its torus dimension, or is one or two chips) reduces, scatters and
+// gathers with the 2-D torus algorithm (torus_2d, block L; a single row is a bidirectional ring);
+// other groups keep the one-way ring; every all-to-all sends all its flows at once (direct) on the
 // dimension-ordered routes, so that link sharing sets its time.
 #pragma once
 #include "sim/network.hpp"

@@ -83,6 +83,7 @@ cmp "$tmp/full/results.jsonl" "$tmp/kill/results.jsonl" || fail "results.jsonl a
 # 4. A torn last line and a CSV out of step (as an interruption mid-write leaves them): resumed,
 # the torn line is dropped and both files come out the same; no plan missing or doubled.
 mkdir "$tmp/torn"
+cp "$tmp/full/sweep.json" "$tmp/torn/"  # written before the first row: an interruption leaves it
 head -n 7 "$tmp/full/results.jsonl" > "$tmp/torn/results.jsonl"
 sed -n 8p "$tmp/full/results.jsonl" | head -c 40 >> "$tmp/torn/results.jsonl"
 head -n 3 "$tmp/full/results.csv" > "$tmp/torn/results.csv"

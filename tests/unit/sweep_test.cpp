@@ -270,6 +270,16 @@ TEST_CASE("sweep: reading a torn results.jsonl") {
   } catch (const ScenarioError& e) {
     CHECK(e.json_path() == "line 2");
   }
+  // Nor is a whole last line (its newline written) that does not parse, e.g. a number past double's
+  // range: refused naming the file and the line, not a bare library error.
+  try {
+    (void)read_results_jsonl(a + R"({"plan":1,"status":"ok","step_time_s":1e400})" + "\n", "r.jsonl");
+    FAIL("no error");
+  } catch (const ScenarioError& e) {
+    CHECK(e.file() == "r.jsonl");
+    CHECK(e.json_path() == "line 2");
+    CHECK(e.expected().find("1e400") != std::string::npos);
+  }
 }
 
 TEST_CASE("sweep: a sweep resumed after a torn row writes the same files") {
@@ -301,9 +311,11 @@ TEST_CASE("sweep: a sweep resumed after a torn row writes the same files") {
   // Without --resume an existing results file is refused.
   CHECK_THROWS_AS(run_sweep(s, o, out), ScenarioError);
 
-  // Interrupted: five whole rows, half of the sixth, and a CSV out of step.
+  // Interrupted: five whole rows, half of the sixth, and a CSV out of step (and sweep.json, which
+  // a sweep writes before its first row).
   o.out_dir = (dir / "cut").string();
   fs::create_directories(dir / "cut");
+  fs::copy_file(dir / "full" / "sweep.json", dir / "cut" / "sweep.json");
   size_t cut = 0;
   for (int i = 0; i < 5; ++i) cut = jsonl.find('\n', cut) + 1;
   std::ofstream(dir / "cut" / "results.jsonl", std::ios::binary) << jsonl.substr(0, cut + 20);
@@ -322,5 +334,19 @@ TEST_CASE("sweep: a sweep resumed after a torn row writes the same files") {
       parse_sweep(sweep_text(R"({"/plan/tensor_parallel": [1, 2, 4], "/plan/pipeline_parallel": [1, 2], "/plan/micro_batch": [1, 2]})"),
                   "other.json");
   CHECK_THROWS_AS(run_sweep(other, o, out2), ScenarioError);
+  // So are rows of a sweep with the same dimensions over another base scenario: sweep.json's
+  // fingerprint covers the base's content.
+  SweepSpec other_base = s;
+  other_base.base["training"]["seq_len"] = 512;
+  try {
+    (void)run_sweep(other_base, o, out2);
+    FAIL("no error");
+  } catch (const ScenarioError& e) {
+    CHECK(e.json_path() == "/fingerprint");
+    CHECK(e.file() == (dir / "cut" / "sweep.json").string());
+  }
+  // And rows whose sweep.json is missing: which sweep wrote them cannot be told.
+  fs::remove(dir / "cut" / "sweep.json");
+  CHECK_THROWS_AS(run_sweep(s, o, out2), ScenarioError);
   fs::remove_all(dir);
 }

@@ -160,6 +160,13 @@ TEST_CASE("adopt_torus_collectives: rectangles of the torus get the 2-D algorith
   Workload w = one_collective(net, CollectiveKind::all_reduce, 1e6);
   CHECK(w.groups["all"].block_size == 8);
   CHECK(std::get<CollectiveWork>(w.programs[0][0].work).algorithm == CollectiveAlgorithm::torus_2d);
+  // a group on part of a row keeps the one-way ring (its rings would not close)
+  Workload part = one_collective(net, CollectiveKind::all_reduce, 1e6);
+  part.groups["all"].members = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  part.groups["all"].index(32);
+  std::get<CollectiveWork>(part.programs[0][0].work).algorithm = CollectiveAlgorithm::ring;
+  adopt_torus_collectives(part, net);
+  CHECK(std::get<CollectiveWork>(part.programs[0][0].work).algorithm == CollectiveAlgorithm::ring);
   Workload a = one_collective(net, CollectiveKind::all_to_all, 1e6);
   CHECK(std::get<CollectiveWork>(a.programs[0][0].work).algorithm == CollectiveAlgorithm::direct);
 }
