@@ -198,6 +198,16 @@ int cmd_validate(const std::vector<std::string>& args) {
   return 0;
 }
 
+// A command-line count from 1 to `most`, checked before conversion (exit 2 otherwise).
+int whole_number(const std::string& flag, const std::string& v, long most) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE || n < 1 || n > most)
+    throw ScenarioError(flag, "", "expected a whole number from 1 to " + std::to_string(most) + ", got '" + v + "'");
+  return static_cast<int>(n);
+}
+
 int cmd_calibrate(const std::vector<std::string>& args) {
   bool quick = false;
   std::string out, cache_file;
@@ -212,11 +222,10 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     else if (args[i] == "--cache" && i + 1 < args.size())
       cache_file = args[++i];
     else if (args[i] == "--threads" && i + 1 < args.size())
-      threads = std::atoi(args[++i].c_str());
+      threads = whole_number("--threads", args[++i], 65536);  // atoi's overflow was undefined
     else
       return usage(2);
   }
-  if (threads < 1) throw ProfileError("--threads", "", "a positive number of BLAS threads");
   set_blas_threads(threads);
   if (out.empty()) out = default_profile_path(host_cpu_model());
   check_writable_file(out);  // before minutes of measuring
@@ -251,13 +260,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   std::string sweep_arg, out_dir, profile;
   SweepOptions o;
   bool analytic = false, top = false;
-  auto positive = [](const std::string& flag, const std::string& v) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 1 || n > 1000000)
-      throw ScenarioError(flag, "", "expected a positive whole number, got '" + v + "'");
-    return static_cast<int>(n);
-  };
+  auto positive = [](const std::string& flag, const std::string& v) { return whole_number(flag, v, 1000000); };
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out" && i + 1 < args.size())
       out_dir = args[++i];

@@ -217,6 +217,9 @@ nlohmann::json report_json(const Prediction& p) {
                 {"experts_per_layer", sc.model.experts_per_layer},
                 {"top_k", sc.model.top_k},
                 {"vocab", sc.model.vocab},
+                {"kv_heads", sc.model.key_value_heads()},
+                {"ffn", sc.model.ffn == ModelSpec::Ffn::swiglu ? "swiglu" : "gelu"},
+                {"tied_embeddings", sc.model.tied_embeddings},
                 {"parameters", p.parameters}};
   if (sc.model.is_convnet()) {
     convnet_report(p, r);
@@ -245,13 +248,18 @@ nlohmann::json report_json(const Prediction& p) {
                  {"schedule", to_string(pl.schedule)},
                  {"virtual_stages", pl.virtual_stages},
                  {"zero_stage", pl.zero_stage},
+                 {"distributed_optimizer", pl.distributed_optimizer},
                  {"recompute", to_string(pl.recompute)},
+                 {"sequence_parallel", pl.sequence_parallel},
+                 {"attention", pl.attention == ParallelPlan::Attention::flash ? "flash" : "standard"},
                  {"offload_optimizer", pl.offload_optimizer},
                  {"micro_batch", pl.micro_batch},
                  {"global_batch", pl.global_batch},
                  {"micro_batches_per_pipeline", pl.micro_batches()},
                  {"placement", order}};
-    r["training"] = {{"seq_len", sc.training.seq_len}, {"precision", to_string(sc.training.precision)}};
+    r["training"] = {{"seq_len", sc.training.seq_len},
+                     {"precision", to_string(sc.training.precision)},
+                     {"grad_sync", to_string(sc.training.grad_sync)}};
   }
   if (p.moe) {
     const MoeRouting& mo = *p.moe;
@@ -292,7 +300,9 @@ nlohmann::json report_json(const Prediction& p) {
                     {"idle", part(b.idle_s)}};
   const DeviceMemory& mem = p.memory;
   // Bytes only; the stage they are counted on (the fullest) and its in-flight micro-batches apart.
-  r["memory_stage"] = {{"pipeline_stage", mem.stage}, {"in_flight_micro_batches", mem.in_flight_micro_batches}};
+  r["memory_stage"] = {{"pipeline_stage", mem.stage},
+                       {"in_flight_micro_batches", mem.in_flight_micro_batches},
+                       {"layer_activations_per_micro_batch_bytes", mem.layer_activations_bytes}};
   r["memory_per_device_bytes"] = {
       {"parameters", mem.parameters_bytes},
       {"gradients", mem.gradients_bytes},
@@ -381,7 +391,8 @@ std::string summary_text(const Prediction& p) {
                      "recompute {}{}\n",
                      pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
                      pl.virtual_stages, pl.zero_stage, to_string(pl.recompute),
-                     pl.offload_optimizer ? ", optimizer offloaded to the host" : "");
+                     std::string(pl.sequence_parallel ? ", sequence parallel" : "") +
+                         (pl.offload_optimizer ? ", optimizer offloaded to the host" : ""));
     s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",
                      to_string(sc.training.precision), sc.training.seq_len, pl.global_batch, pl.micro_batch,
                      pl.micro_batches());
@@ -439,7 +450,8 @@ std::string summary_text(const Prediction& p) {
   s += fmt::format("  compute costs      {} mapped onto {}\n", p.host_efficiency, sc.machine.device_name);
   for (const KernelClassUse& u : p.compute_use)
     s += fmt::format("    {:<24} {:9.4f} s  mean efficiency {:5.1f} % of the device's {}\n", to_string(u.kernel_class),
-                     u.time_s, 100 * u.mean_efficiency, u.kernel_class == KernelClass::gemm              ? "peak"
+                     u.time_s, 100 * u.mean_efficiency,
+                     u.kernel_class == KernelClass::gemm || u.kernel_class == KernelClass::fused_attention ? "peak"
                      : u.kernel_class == KernelClass::host_link   ? "host link"
                      : u.kernel_class == KernelClass::host_memory ? "host memory bandwidth"
                                                                   : "bandwidth");

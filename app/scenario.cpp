@@ -45,6 +45,7 @@ const char* to_string(PrecisionPolicy p) {
     case PrecisionPolicy::fp32: return "fp32";
     case PrecisionPolicy::mixed: return "mixed";
     case PrecisionPolicy::fp16: return "fp16";
+    case PrecisionPolicy::bf16: return "bf16";
   }
   return "?";
 }
@@ -401,19 +402,21 @@ class Reader {
 
 const Precision kPrecisions[] = {Precision::fp64, Precision::fp32, Precision::fp16};
 
-// range: checks each value against a physical range instead of `kind` alone.
+// range: checks each value against a physical range instead of `kind` alone. fp32_required: peaks
+// and GEMM efficiencies need fp32; FlashAttention's efficiency only the precisions it runs in (fp16, bf16).
 std::map<Precision, double> read_precision_map(const Reader& r, const json& obj, const std::string& path,
                                                const std::string& key, NumKind kind,
-                                               const PhysicalRange* range = nullptr) {
+                                               const PhysicalRange* range = nullptr, bool fp32_required = true) {
   const std::string p = child(path, key);
-  const json& m = r.require(obj, path, key, "an object with keys fp64, fp32, fp16 (fp32 required)");
-  r.require_object(m, p, "an object with keys fp64, fp32, fp16 (fp32 required)");
+  const std::string what = std::string("an object with keys fp64, fp32, fp16") + (fp32_required ? " (fp32 required)" : "");
+  const json& m = r.require(obj, path, key, what);
+  r.require_object(m, p, what);
   r.check_keys(m, p, {"fp64", "fp32", "fp16"});
   auto read = [&](const json& v, const std::string& vp) { return range ? r.ranged(v, vp, *range) : r.number(v, vp, kind); };
   std::map<Precision, double> out;
-  out[Precision::fp32] = read(r.require(m, p, "fp32", num_desc(kind)), child(p, "fp32"));
+  if (fp32_required) out[Precision::fp32] = read(r.require(m, p, "fp32", num_desc(kind)), child(p, "fp32"));
   for (Precision pr : kPrecisions) {
-    if (pr == Precision::fp32) continue;
+    if (pr == Precision::fp32 && fp32_required) continue;
     if (const json* v = Reader::find(m, to_string(pr))) out[pr] = read(*v, child(p, to_string(pr)));
   }
   return out;
@@ -453,12 +456,15 @@ void read_sources(const Reader& r, const json& obj, const std::string& path) {
 void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   r.require_object(d, path, "a device object");
   r.check_keys(d, path,
-               {"name", "description", "peak_flops_per_s", "gemm_efficiency", "memory_bandwidth_Bps",
-                "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "sources"});
+               {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
+                "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
   s.gemm_efficiency = read_precision_map(r, d, path, "gemm_efficiency", NumKind::fraction);
+  if (Reader::find(d, "flash_attention_efficiency"))
+    s.flash_attention_efficiency =
+        read_precision_map(r, d, path, "flash_attention_efficiency", NumKind::fraction, nullptr, false);
   s.memory_bandwidth_Bps = r.required_ranged(d, path, "memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.optimizer_memory_bandwidth_Bps = r.required_ranged(d, path, "optimizer_memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);
@@ -625,7 +631,7 @@ ModelSpec read_model(const Reader& r, const json& root) {
                              "\"family\": \"resnet\"; a transformer takes: name, layers, d_model, heads, d_ff, "
                              "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
-                        "vocab"});
+                        "vocab", "kv_heads", "ffn", "tied_embeddings"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -637,6 +643,9 @@ ModelSpec read_model(const Reader& r, const json& root) {
   if (const json* v = Reader::find(m, "capacity_factor"))
     s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::non_negative);  // 0: dropless
   s.vocab = r.optional_int(m, path, "vocab", 0);
+  s.kv_heads = r.optional_int(m, path, "kv_heads", 0);
+  s.ffn = r.enum_value(m, path, "ffn", {"gelu", "swiglu"}, 0) == 0 ? ModelSpec::Ffn::gelu : ModelSpec::Ffn::swiglu;
+  if (Reader::find(m, "tied_embeddings")) s.tied_embeddings = r.required_annotated_bool(m, path, "tied_embeddings");
   if (const json* v = Reader::find(m, "router")) {
     const std::string rp = child(path, "router");
     if (s.dense())
@@ -674,8 +683,9 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
     s.micro_batches = r.optional_int(t, path, "micro_batches", 1);
   }
   // The MoDa layouts take fp32 or BaGuaLu's layer-wise mixed precision; general plans also fp16.
-  static const PrecisionPolicy policies[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16};
-  s.precision = policies[general ? r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16"}, -1)
+  static const PrecisionPolicy policies[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16,
+                                             PrecisionPolicy::bf16};
+  s.precision = policies[general ? r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16"}, -1)
                                  : r.enum_value(t, path, "precision", {"fp32", "mixed"}, -1)];
   s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
                                                                                           : GradSync::overlap;
@@ -752,8 +762,9 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.require_object(p, path, "a plan object");
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
-                "virtual_stages", "expert_parallel", "zero_stage", "paro", "recompute", "offload_optimizer",
-                "micro_batch", "global_batch", "placement"});
+                "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
+                "sequence_parallel", "attention",
+                "offload_optimizer", "micro_batch", "global_batch", "placement"});
   ParallelPlan s;
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
   static const TensorMode modes[] = {TensorMode::one_d, TensorMode::two_d, TensorMode::two_half_d, TensorMode::three_d};
@@ -786,9 +797,21 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
       r.fail(child(path, "zero_stage"), "expected 0, 1, 2 or 3, got " + z->dump());
     s.zero_stage = static_cast<int>(v);
   }
+  // Megatron's distributed optimizer: ZeRO stage 1 (gradients reduce-scattered, the optimizer
+  // state sharded, the updated parameters all-gathered).
+  if (Reader::find(p, "distributed_optimizer")) {
+    s.distributed_optimizer = r.required_annotated_bool(p, path, "distributed_optimizer");
+    if (s.distributed_optimizer && Reader::find(p, "zero_stage") && s.zero_stage != 1)
+      r.fail(child(path, "distributed_optimizer"), "expected false or no zero_stage: Megatron's distributed optimizer is "
+                                                  "ZeRO stage 1, and zero_stage is " + std::to_string(s.zero_stage));
+    if (s.distributed_optimizer) s.zero_stage = 1;
+  }
   if (Reader::find(p, "paro")) s.paro = r.required_bool(p, path, "paro");
   static const Recompute recomputes[] = {Recompute::none, Recompute::selective, Recompute::full};
   s.recompute = recomputes[r.enum_value(p, path, "recompute", {"none", "selective", "full"}, 0)];
+  s.attention = r.enum_value(p, path, "attention", {"standard", "flash"}, 0) == 0 ? ParallelPlan::Attention::standard
+                                                                                 : ParallelPlan::Attention::flash;
+  if (Reader::find(p, "sequence_parallel")) s.sequence_parallel = r.required_annotated_bool(p, path, "sequence_parallel");
   if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_annotated_bool(p, path, "offload_optimizer");
   s.micro_batch = r.required_int(p, path, "micro_batch");
   s.global_batch = r.required_int(p, path, "global_batch");
@@ -876,6 +899,19 @@ void validate_general(const Reader& r, const Scenario& s) {
   }
   if (m.d_model % m.heads != 0)
     r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads));
+  if (m.kv_heads != 0 && m.heads % m.kv_heads != 0)
+    r.fail("/model/kv_heads", "expected a divisor of the heads (" + num(m.heads) + "), got " + num(m.kv_heads));
+  if (m.kv_heads != 0 && p.tensor_mode == TensorMode::one_d && m.kv_heads % p.tensor != 0)
+    r.fail("/model/kv_heads", "expected a multiple of tensor_parallel (" + num(p.tensor) +
+                                  "): Megatron splits the key/value heads over the tensor group, got " + num(m.kv_heads));
+  if (m.kv_heads != 0 && p.tensor_mode != TensorMode::one_d)
+    r.fail("/model/kv_heads", "expected no kv_heads: grouped-query attention is modelled with 1-D tensor parallelism");
+  if (!m.tied_embeddings && m.vocab == 0)
+    r.fail("/model/tied_embeddings", "expected true (or no key): without a vocabulary there is no embedding to untie");
+  if (p.attention == ParallelPlan::Attention::flash && !s.machine.flash_attention_efficiency.count(
+          s.training.precision == PrecisionPolicy::fp32 ? Precision::fp32 : Precision::fp16))
+    r.fail("/plan/attention", "expected \"standard\": machine " + quoted(s.machine.name) + "'s device file gives no "
+                              "flash_attention_efficiency for this precision");
   if (s.training.precision == PrecisionPolicy::mixed)
     r.fail("/training/precision",
            "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
@@ -905,6 +941,19 @@ void validate_general(const Reader& r, const Scenario& s) {
         r.fail("/plan/tensor_parallel", "expected a perfect cube for 3-D tensor parallelism, got " + num(p.tensor));
       break;
   }
+  if (s.training.grad_sync == GradSync::overlap && p.data == 1)
+    r.fail("/training/grad_sync", "expected \"after_backward\": data_parallel is 1, so there is no data-parallel "
+                                  "gradient reduction to overlap with the backward pass");
+  if (p.distributed_optimizer && p.data == 1)
+    r.fail("/plan/distributed_optimizer", "expected false: data_parallel is 1, so there are no replicas to shard the "
+                                          "optimizer state over");
+  if (p.sequence_parallel && p.tensor_mode != TensorMode::one_d)
+    r.fail("/plan/sequence_parallel", std::string("expected false: sequence parallelism splits Megatron's 1-D tensor "
+                                                  "group along the sequence; ") + to_string(p.tensor_mode) +
+                                          " tensor parallelism already splits the tokens");
+  if (p.sequence_parallel && p.tensor == 1)
+    r.fail("/plan/sequence_parallel", "expected false: sequence parallelism splits the tensor-parallel group's "
+                                      "activations, and tensor_parallel is 1");
   if (p.tensor_mode != TensorMode::two_half_d && p.tensor_depth != 1)
     r.fail("/plan/tensor_depth", "expected 1 (or no key): only 2.5-D tensor parallelism has a depth");
   if (p.tensor_mode == TensorMode::one_d) {
@@ -916,9 +965,12 @@ void validate_general(const Reader& r, const Scenario& s) {
       r.fail("/plan/tensor_parallel", "expected a divisor of the vocabulary (" + num(m.vocab) + "), got " + num(p.tensor));
   }
   const long long vt = static_cast<long long>(p.pipeline) * p.virtual_stages;
-  if (m.layers % vt != 0)
+  // Uneven stages (Llama 3's 126 layers on 16 stages) only without interleaving, every stage
+  // keeping a layer (models/memory_model.hpp: layers_on_stage).
+  if (m.layers % vt != 0 && (p.virtual_stages > 1 || m.layers <= p.pipeline))
     r.fail("/plan/pipeline_parallel", "expected pipeline_parallel x virtual_stages (" + num(vt) +
-                                          ") to divide the layers (" + num(m.layers) + ")");
+                                          ") to divide the layers (" + num(m.layers) +
+                                          "), or, without interleaving, fewer stages than layers");
   if (p.virtual_stages == 1 && p.schedule == PipelineSchedule::interleaved)
     r.fail("/plan/virtual_stages", "expected at least 2 model chunks per device under the interleaved schedule (with 1 "
                                    "it is 1F1B: use \"schedule\": \"1f1b\")");
@@ -955,6 +1007,12 @@ void validate(const Reader& r, const Scenario& s) {
                            "supernodes, and machine " + quoted(mc.name) + " is of family " + quoted(mc.family));
   if (m.experts_per_layer <= 0)
     r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
+  // BaGuaLu's MoDa graphs (models/moe_transformer.cpp) have multi-head attention, GELU experts and
+  // no embedding: the modern layers are simulated with general plans.
+  if (m.kv_heads != 0) r.fail("/model/kv_heads", "expected no kv_heads: grouped-query attention is simulated with general plans");
+  if (m.ffn != ModelSpec::Ffn::gelu) r.fail("/model/ffn", "expected \"gelu\": SwiGLU is simulated with general plans");
+  if (!m.tied_embeddings)
+    r.fail("/model/tied_embeddings", "expected true (or no key): the MoDa models have no embedding to untie");
   if (m.dropless())
     r.fail("/model/capacity_factor", "expected a positive number: dropless routing (capacity_factor 0) is simulated "
                                      "with general plans; BaGuaLu's SWIPE gives every expert exactly its capacity");

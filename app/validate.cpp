@@ -70,6 +70,21 @@ nlohmann::json predict_in_child(const Scenario& sc, const PredictOptions& o) {
   throw std::runtime_error(sc.file + ": the simulation process died (status " + std::to_string(status) + ")");
 }
 
+// A figure's scenario: the embedded file, with its "set" overrides (JSON pointer -> value) applied,
+// as a sweep's dimensions apply theirs: one scenario file serves several modes of one case.
+Scenario figure_scenario(const nlohmann::json& f, const std::string& id) {
+  const std::string sp = f.at("scenario");
+  if (!f.contains("set")) return parse_scenario(embedded(sp), sp);
+  nlohmann::json doc = nlohmann::json::parse(embedded(sp));
+  for (const auto& [ptr, value] : f.at("set").items()) {
+    const nlohmann::json::json_pointer jp(ptr);
+    if (!doc.contains(jp.parent_pointer()))
+      throw std::runtime_error(id + ": figure " + f.value("figure", "") + " sets " + ptr + ", whose parent is not in " + sp);
+    doc[jp] = value;
+  }
+  return parse_scenario(doc.dump(), sp + " with " + f.at("set").dump());
+}
+
 }  // namespace
 
 nlohmann::json run_validation(const PredictOptions& o) {
@@ -101,21 +116,22 @@ nlohmann::json run_validation(const PredictOptions& o) {
       const std::string fig_unit = f.value("unit", unit);
       if (f.contains("ratio_of")) {
         predicted = by_figure.at(f["ratio_of"][0]) / by_figure.at(f["ratio_of"][1]);
+      } else if (f.contains("percent_of")) {  // a share of another figure, in percent
+        predicted = 100.0 * by_figure.at(f["percent_of"][0]) / by_figure.at(f["percent_of"][1]);
       } else if (f.contains("efficiency_of")) {  // weak scaling: big / (scale x small), in percent
         predicted = 100.0 * by_figure.at(f["efficiency_of"][0]) /
                     (f.at("scale").get<double>() * by_figure.at(f["efficiency_of"][1]));
       } else {
-        const std::string sp = f.at("scenario");
-        const Scenario sc = parse_scenario(embedded(sp), sp);
+        const Scenario sc = figure_scenario(f, id);
         // A memory figure needs no simulation (and is wanted also for plans that do not fit).
         PredictOptions fo = o;
         if (c.value("memory_only", false)) fo.memory_only = true;
         for (const auto& a : sc.annotations)
           if (a.kind == "free_parameter" && a.fitted_on == id) role = "fitted";
-        const std::string key = (fo.memory_only ? "memory:" : "") + sp;
+        const std::string key = (fo.memory_only ? "memory:" : "") + sc.file;
         auto it = predicted_by_scenario.find(key);
         if (it == predicted_by_scenario.end()) {
-          fmt::print(stderr, "validate: running {} ...\n", sp);
+          fmt::print(stderr, "validate: running {} ...\n", sc.file);
           it = predicted_by_scenario.emplace(key, predict_in_child(sc, fo)).first;
         }
         predicted = metric_of(it->second, f.value("metric", metric), id) * f.value("metric_scale", c.value("metric_scale", 1.0));

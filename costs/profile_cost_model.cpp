@@ -24,6 +24,8 @@ ProfileCostModel::ProfileCostModel(DeviceProfile d, std::shared_ptr<const HostEf
 double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // Offload's copies and host Adam: data movement, not a kernel with a host efficiency.
   if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
+  // FlashAttention: no host kernel runs it; its device file's published best case.
+  if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
   const double rel = host_->relative(w.kernel, w.precision, w.shape);
   if (!(rel > 0 && rel <= 1))

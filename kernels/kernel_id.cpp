@@ -21,6 +21,7 @@ const char* to_string(KernelClass k) {
     case KernelClass::optimizer_update: return "optimizer_update";
     case KernelClass::host_link: return "host_link";
     case KernelClass::host_memory: return "host_memory";
+    case KernelClass::fused_attention: return "fused_attention";
   }
   return "?";
 }
@@ -39,6 +40,7 @@ const char* to_string(Kernel k) {
     case Kernel::pool: return "pool";
     case Kernel::host_copy: return "host_copy";
     case Kernel::host_adam: return "host_adam";
+    case Kernel::flash_attention: return "flash_attention";
   }
   return "?";
 }
@@ -75,6 +77,7 @@ KernelClass kernel_class(Kernel k) {
     case Kernel::adam: return KernelClass::optimizer_update;
     case Kernel::host_copy: return KernelClass::host_link;
     case Kernel::host_adam: return KernelClass::host_memory;
+    case Kernel::flash_attention: return KernelClass::fused_attention;
     default: return KernelClass::memory_bound;
   }
 }
@@ -86,7 +89,8 @@ int shape_rank(Kernel k) {
     case Kernel::gemm:
     case Kernel::im2col:
     case Kernel::pool:
-    case Kernel::gate_topk: return 3;
+    case Kernel::gate_topk:
+    case Kernel::flash_attention: return 3;
     case Kernel::softmax:
     case Kernel::layer_norm:
     case Kernel::batch_norm:
@@ -102,6 +106,7 @@ std::array<const char*, 3> shape_axis_names(Kernel k) {
     case Kernel::token_permute: return {"tokens", "d_model", ""};
     case Kernel::im2col:
     case Kernel::pool: return {"pixels", "channels", "window"};
+    case Kernel::flash_attention: return {"seq", "head_dim", "passes"};
     case Kernel::softmax:
     case Kernel::layer_norm:
     case Kernel::batch_norm: return {"rows", "cols", ""};
@@ -142,6 +147,9 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::host_copy: return {0, a * e};
     // as adam, on the host (see models/transformer.cpp for the offloaded step's byte count)
     case Kernel::host_adam: return {12 * a, 28 * a};
+    // `c` GEMMs of s x s x head_dim per (sequence, head) pair; memory traffic only for the operands:
+    // forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes dQ, dK, dV.
+    case Kernel::flash_attention: return {2 * c * a * a * b * batch, (c <= 2 ? 4 : 8) * a * b * e * batch};
   }
   return {};
 }

@@ -20,7 +20,10 @@ enum class Precision { fp64, fp32, fp16 };
 // a sampled kernel: a copy between the device and its host over the host link (PCIe), costed as
 // bytes / the machine's host_link_Bps, and the optimizer update on the host CPU, memory-bound,
 // costed as bytes / the machine's host_memory_Bps (per device).
-enum class KernelClass { gemm, memory_bound, optimizer_update, host_link, host_memory };
+// fused_attention: FlashAttention's fused kernel (Dao et al.), which keeps the s x s scores in
+// on-chip memory: compute-bound, costed as flops / (device peak x the device file's published
+// best-case fused-attention efficiency); not sampled on the host (no host kernel runs it).
+enum class KernelClass { gemm, memory_bound, optimizer_update, host_link, host_memory, fused_attention };
 
 // The kernels of a transformer training step.
 enum class Kernel {
@@ -40,6 +43,11 @@ enum class Kernel {
   // run, sampled or calibrated); the cost model times them by bytes / bandwidth alone.
   host_copy,      // `elements` values copied between the device and the host over the host link
   host_adam,      // Adam update of `elements` parameters by the host CPU, in host memory
+  // FlashAttention (not in all_kernels: not run or calibrated on the host): the attention core
+  // softmax(Q K^T) V of `batch` (sequence, head) pairs fused in one kernel, the scores never
+  // written to memory. dims {seq, head_dim, passes}: passes = 2 GEMMs forward (Q K^T, P V),
+  // 5 backward (Q K^T again, dV, dP, dQ, dK: FlashAttention-2's backward).
+  flash_attention,
 };
 // The device kernels (what kernels/ runs and the host profile measures).
 inline constexpr std::array<Kernel, 11> all_kernels = {
@@ -54,6 +62,7 @@ inline constexpr std::array<Kernel, 11> all_kernels = {
 //   token_permute:                    {tokens, d_model}
 //   gelu, residual_add, adam:         {elements}
 //   host_copy, host_adam:             {elements}
+//   flash_attention:                  {seq, head_dim, passes}, batch = (sequence, head) pairs
 // Unused dims are 0; batch is 1 except for batched GEMMs.
 struct KernelShape {
   std::array<std::int64_t, 3> dims{};

@@ -62,6 +62,17 @@ class GraphBuilder {
     executed_ += flops;
     return add(name, label, ph, ComputeWork{kernel, p, flops, bytes, s}, after);
   }
+  // FlashAttention over `pairs` (sequence, head) pairs of `seq` tokens and head size `head_dim`:
+  // `passes` GEMMs of s x s x head_dim each (2 forward, 5 backward), counted as model FLOPs like
+  // the GEMMs they replace (and the recomputed ones).
+  long fused_attention(const std::string& name, const std::string& label, Phase ph, Precision p, double seq,
+                       double head_dim, int passes, double pairs, const std::vector<long>& after) {
+    const KernelShape s{{std::int64_t(seq), std::int64_t(head_dim), passes}, std::int64_t(pairs)};
+    const NominalWork w = nominal_work(Kernel::flash_attention, s, p);
+    executed_ += w.flops;
+    model_ += w.flops;
+    return add(name, label, ph, ComputeWork{Kernel::flash_attention, p, w.flops, w.bytes, s}, after);
+  }
   // The optimizer's update pass over a parameter shard.
   long optimizer_update(const std::string& name, const std::string& label, double parameters,
                         const std::vector<long>& after) {

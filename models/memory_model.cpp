@@ -39,6 +39,9 @@ Partitioned partition(double psi, int N, int zero_stage, StateBytes b) {
 struct Sizes {
   double b, s, h, a, ff, V, e;
   double rows_ff;  // MoE: the GELU runs on cf k of the tokens
+  double kvf;      // grouped-query attention: key/value heads over heads (K and V are kvf sbh each)
+  bool swiglu;     // SwiGLU keeps gate, up and their product (3 sb d_ff) instead of GELU's 2
+  bool flash;      // FlashAttention keeps no s x s scores, only the softmax's fp32 log-sum-exp per row
 };
 Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   Sizes z;
@@ -50,6 +53,9 @@ Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   z.V = m.vocab;
   z.e = half_precision(t.precision) ? 2 : 4;
   z.rows_ff = m.dense() ? 1.0 : m.capacity_factor * m.top_k;
+  z.kvf = double(m.key_value_heads()) / m.heads;
+  z.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
+  z.flash = p.attention == ParallelPlan::Attention::flash;
   return z;
 }
 
@@ -65,11 +71,17 @@ LayerActivations inventory(const Sizes& z) {
             + z.e * sbh        // QKV input
             + z.e * sbh        // FFN1 input
             + 2 * mask * sbh;  // attention-output and MLP-output dropout masks
-  x.split = 2 * z.e * sbh      // Q, K
-            + z.e * sbh        // V
-            + z.e * sbh        // projection input
-            + 2 * z.e * z.s * z.b * z.ff * z.rows_ff;  // GELU input and output
+  x.split = z.e * sbh                 // Q
+            + 2 * z.e * sbh * z.kvf   // K, V
+            + z.e * sbh               // projection input
+            + (z.swiglu ? 3 : 2) * z.e * z.s * z.b * z.ff * z.rows_ff;  // GELU input and output (SwiGLU: gate, up, product)
   x.scores = (2 * z.e + mask) * z.a * z.s * z.s * z.b;  // softmax output, its dropout mask, dropout output
+  // FlashAttention (Dao et al.): the scores stay on chip; the backward keeps the output (the
+  // projection input, already counted) and the fp32 log-sum-exp of each row.
+  if (z.flash) {
+    x.split += 4 * z.a * z.s * z.b;
+    x.scores = 0;
+  }
   return x;
 }
 
@@ -80,10 +92,12 @@ struct LayerMemory {
 LayerMemory layer_memory(const Sizes& z, const ParallelPlan& p, const TensorLayout& l) {
   const LayerActivations x = inventory(z);
   const bool one_d = l.mode == TensorMode::one_d;
-  const double f = l.activation_fraction();  // 1 under 1-D
-  const double t = one_d ? l.size : 1;
-  const double all = one_d ? x.whole + (x.split + x.scores) / t : (x.whole + x.split + x.scores) * f;
-  const double scores = one_d ? x.scores / t : x.scores * f;
+  // 1-D: the part kept whole (split by t under sequence parallelism) and the part split by t;
+  // 2-D, 2.5-D, 3-D: both by the table's activation factor.
+  const double whole = one_d ? 1.0 / l.sequence_split() : l.activation_fraction();
+  const double split = one_d ? 1.0 / l.size : l.activation_fraction();
+  const double all = x.whole * whole + (x.split + x.scores) * split;
+  const double scores = x.scores * split;
   LayerMemory m;
   switch (p.recompute) {
     case Recompute::none: m.stored = all; break;
@@ -92,7 +106,7 @@ LayerMemory layer_memory(const Sizes& z, const ParallelPlan& p, const TensorLayo
       m.working = scores;
       break;
     case Recompute::full:
-      m.stored = z.e * z.s * z.b * z.h * f;  // the layer input
+      m.stored = z.e * z.s * z.b * z.h * whole;  // the layer input (a sequence shard under sequence parallelism)
       m.working = all;
       break;
   }
@@ -108,9 +122,10 @@ DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, co
   const double h = m.d_model, ff = m.d_ff, V = m.vocab, s = t.seq_len;
   // Megatron-LM's count per layer: attention 4h^2 + 4h, layer norms 4h; MLP 2 h d_ff + d_ff + h;
   // an MoE layer has E such experts and a gate h E (as models/transformer.cpp).
-  const double attn = 4 * h * h + 8 * h, ffn = 2 * h * ff + ff + h;
-  const int vt = checked_int_product({p.pipeline, p.virtual_stages}, "pipeline x virtual stages");
-  const double layers_here = double(m.layers) / vt * p.virtual_stages;
+  // Grouped-query attention: K and V are h x (kv h/a); SwiGLU: 3 h d_ff, no biases.
+  const double attn = 2 * h * h + 2 * h * h * m.key_value_heads() / m.heads + 8 * h;
+  const double ffn = m.ffn == ModelSpec::Ffn::swiglu ? 3 * h * ff : 2 * h * ff + ff + h;
+  const double layers_here = layers_on_stage(m.layers, p, stage);
   const double frac = l.parameter_fraction();
   const double per_layer = (m.dense() ? attn + ffn : attn + h * m.experts_per_layer) * frac;
   double dense = layers_here * per_layer;
@@ -118,7 +133,7 @@ DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, co
   // The word embedding (split like a weight) and the position embedding on the first stage;
   // the last stage holds the tied word embedding's copy for the logits.
   if (stage == 0) dense += V * h * frac + s * h;
-  if (stage == p.pipeline - 1 && p.pipeline > 1) dense += V * h * frac;
+  if (stage == p.pipeline - 1 && (p.pipeline > 1 || !m.tied_embeddings)) dense += V * h * frac;  // (untied: its own)
   return {dense, experts, per_layer};
 }
 
@@ -129,6 +144,21 @@ double zero_model_state_bytes(double parameters, int N, int stage, double K) {
   if (N < 1) throw std::invalid_argument("ZeRO: the data-parallel size must be at least 1");
   const Partitioned x = partition(parameters, N, stage, {2, 2, K});
   return x.parameters_bytes + x.gradients_bytes + x.optimizer_bytes;
+}
+
+int layers_on_stage(int layers, const ParallelPlan& p, int stage) {
+  const int P = p.pipeline;
+  if (layers % (P * p.virtual_stages) == 0) return layers / P;
+  const int per = (layers + P - 1) / P, shortfall = per * P - layers;
+  // Stages in the order they give a layer up: 0, P-1, 1, P-2, ...
+  const int rank = stage < P - 1 - stage ? 2 * stage : 2 * (P - 1 - stage) + 1;
+  return per - (rank < shortfall ? 1 : 0);
+}
+
+int first_layer_of_stage(int layers, const ParallelPlan& p, int stage) {
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += layers_on_stage(layers, p, s);
+  return first;
 }
 
 double in_flight_micro_batches(const ParallelPlan& p, int stage) {
@@ -167,13 +197,14 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
 
   // Activations.
   out.in_flight_micro_batches = in_flight_micro_batches(p, stage);
-  const double layers_here = double(m.layers) / p.pipeline;
+  const double layers_here = layers_on_stage(m.layers, p, stage);
   const LayerMemory lm = layer_memory(z, p, l);
+  out.layer_activations_bytes = lm.stored;
   out.activations_bytes = lm.stored * layers_here * out.in_flight_micro_batches + lm.working;
 
   // Embedding output and logits.
   const bool one_d = l.mode == TensorMode::one_d;
-  const double act_frac = one_d ? 1.0 : l.activation_fraction();
+  const double act_frac = one_d ? 1.0 / l.sequence_split() : l.activation_fraction();
   const double vocab_frac = one_d ? 1.0 / l.size : l.activation_fraction();
   if (stage == 0) out.embedding_logits_bytes += out.in_flight_micro_batches * (z.e + 1) * z.s * z.b * z.h * act_frac;
   if (stage == p.pipeline - 1) out.embedding_logits_bytes += out.in_flight_micro_batches * 4 * z.s * z.b * z.V * vocab_frac;
@@ -185,13 +216,13 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
     for (const TensorCollective& c : tensor_linear(l, T, din, dout, z.e, k).all()) comm = std::max(comm, c.bytes);
   };
   if (p.tensor > 1) {
-    largest(z.h, 3 * z.h, Linear1D::column);  // QKV
+    largest(z.h, z.h + 2 * z.h * z.kvf, Linear1D::column);  // QKV
     largest(z.h, z.h, Linear1D::row);         // projection
-    largest(z.h, z.ff, Linear1D::column);     // FFN1
+    largest(z.h, (z.swiglu ? 2 : 1) * z.ff, Linear1D::column);  // FFN1
     largest(z.ff, z.h, Linear1D::row);        // FFN2
     if (z.V > 0 && (stage == p.pipeline - 1)) largest(z.h, z.V, Linear1D::column);  // logits
   }
-  if (p.pipeline > 1) comm = std::max(comm, T * z.h * z.e * act_frac);  // received activations (gathered under 1-D)
+  if (p.pipeline > 1) comm = std::max(comm, T * z.h * z.e * act_frac);  // received activations (gathered under 1-D without sequence parallelism)
   if (zero >= 3 && p.data > 1) comm = std::max(comm, dp.dense_per_layer * sb.parameter);  // one layer's gathered parameters
   out.communication_buffers_bytes = comm;
 

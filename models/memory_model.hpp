@@ -32,6 +32,8 @@
 //   selective recomputation drops the as^2 b terms (Korthikanti: sbh(10 + 24/t) with 1-D);
 //   full recomputation keeps only the layer input, e sbh (Korthikanti's 2sbh), split like the
 //   other activations (whole under 1-D without sequence parallelism).
+//   Sequence parallelism (1-D): the whole part is split along the sequence too, so everything
+//   is divided by t: sbh/t (34 + 5as/h); with selective recomputation 34 sbh/t; full 2sbh/t.
 //   Working set: the layer being recomputed needs its activations again before its backward:
 //   under full recomputation one layer's un-recomputed activations of one micro-batch, under
 //   selective its attention core's (the as^2 b terms); counted once.
@@ -69,6 +71,7 @@ struct DeviceMemory {
   double optimizer_state_bytes = 0;       // on the device (0 when offloaded)
   double host_optimizer_state_bytes = 0;  // offload_optimizer: in host memory, not in total_bytes
   double activations_bytes = 0;           // the layers' activations, incl. the recompute working set
+  double layer_activations_bytes = 0;     // one layer's stored activations for one micro-batch (Korthikanti's per-layer figure)
   double embedding_logits_bytes = 0;
   double communication_buffers_bytes = 0;
   double total_bytes = 0;  // device memory: all of the above but the host's
@@ -77,6 +80,15 @@ struct DeviceMemory {
 // Model-state bytes per device under ZeRO (mixed-precision Adam): stage 0: (4 + K)Ψ; 1: 4Ψ + KΨ/N;
 // 2: 2Ψ + (2 + K)Ψ/N; 3: (4 + K)Ψ/N. Throws std::invalid_argument for a stage outside 0..3 or N < 1.
 double zero_model_state_bytes(double parameters, int data_parallel, int stage, double K = 12);
+
+// The layers on a pipeline stage's device (all its model chunks). Layers that do not split
+// evenly over the stages (1F1B or GPipe only) are spread as Llama 3 does with its 126 layers on 16
+// stages (Llama Team, arXiv 2407.21783, section 3.3.2: one layer fewer on the first and the last
+// stage, which also hold the embedding and the output layer): each stage gets ceil(layers / p)
+// and the shortfall is taken one layer at a time from the first, the last, the second, the
+// second-to-last stage, and so on. first_layer: the index of the stage's first layer (v = 1).
+int layers_on_stage(int layers, const ParallelPlan& plan, int stage);
+int first_layer_of_stage(int layers, const ParallelPlan& plan, int stage);
 
 // Stage-equivalent micro-batches whose activations stage `stage` holds at its peak (see above).
 double in_flight_micro_batches(const ParallelPlan& plan, int stage);

@@ -37,12 +37,24 @@ struct ModelSpec {
   // "family": "resnet": a convolutional network (models/convnet.hpp); the transformer fields stay unset.
   ConvNetSpec convnet;
   bool is_convnet() const { return !convnet.empty(); }
+  // Grouped-query attention (Ainslie et al. 2023): kv_heads key/value heads shared by groups of
+  // the query heads; 0 means kv_heads = heads (multi-head), 1 multi-query.
+  int kv_heads = 0;
+  int key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // The feed-forward: GELU (two d x d_ff matrices) or SwiGLU (Shazeer 2020: gate and up
+  // projections d x d_ff, the down projection d_ff x d, as Llama).
+  enum class Ffn { gelu, swiglu };
+  Ffn ffn = Ffn::gelu;
+  // Tied: the logits reuse the word embedding's matrix (GPT, Megatron); untied: their own V x d.
+  bool tied_embeddings = true;
   bool dense() const { return experts_per_layer == 0; }
 };
 
 // fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision; fp16: Megatron-LM's
 // mixed precision (GEMMs and activations in fp16, fp32 master weights and Adam state).
-enum class PrecisionPolicy { fp32, mixed, fp16 };
+// bf16: as fp16 (16-bit GEMMs and activations, fp32 master weights and Adam state) in bfloat16,
+// which runs at the same tensor-core rate as fp16 on A100 and H100 (their datasheets' dense peaks).
+enum class PrecisionPolicy { fp32, mixed, fp16, bf16 };
 const char* to_string(PrecisionPolicy p);
 
 enum class GradSync { after_backward, overlap };

@@ -8,6 +8,7 @@
 //   pipeline_parallel, schedule ("gpipe" | "1f1b" | "interleaved"; default: interleaved when
 //   virtual_stages > 1, else 1f1b), virtual_stages,
 //   expert_parallel, zero_stage (0..3), paro, recompute ("none" | "selective" | "full"),
+//   sequence_parallel, distributed_optimizer, attention ("standard" | "flash"),
 //   offload_optimizer, micro_batch, global_batch, placement (innermost first, e.g.
 //   ["tensor", "data", "pipeline"], Megatron-LM's order).
 #pragma once
@@ -54,8 +55,18 @@ struct ParallelPlan {
   // replicas (as in DeepSpeed-MoE and BaGuaLu): `data` must be a multiple of `expert`.
   int expert = 1;
   int zero_stage = 0;        // ZeRO 0 (plain data parallel) .. 3
+  // Megatron's distributed optimizer (the scenario sets zero_stage 1 with it): gradients
+  // reduce-scattered, optimizer state sharded, parameters all-gathered; model states as ZeRO 1.
+  bool distributed_optimizer = false;
   bool paro = false;         // BaGuaLu's ParO (a ZeRO-1-like sharded optimizer, hierarchical)
   Recompute recompute = Recompute::none;
+  // 1-D tensor parallelism only (Korthikanti et al.): layer norm, dropout and residual run on the
+  // sequence shard s/t, the tensor-parallel all-reduces become reduce-scatter + all-gather.
+  bool sequence_parallel = false;
+  // The attention core: standard (scores materialised: GEMM, softmax, GEMM) or flash (one fused
+  // kernel, FlashAttention, scores never in memory).
+  enum class Attention { standard, flash };
+  Attention attention = Attention::standard;
   bool offload_optimizer = false;  // optimizer state and update in host memory (M6-10T)
   int micro_batch = 1;       // sequences per micro-batch per pipeline (per data-parallel replica)
   int global_batch = 1;      // sequences per step, all replicas (images, for a convolutional network)

@@ -53,6 +53,11 @@ TensorLayout tensor_layout(const ParallelPlan& plan) {
   TensorLayout l;
   l.mode = plan.tensor_mode;
   l.size = plan.tensor;
+  if (plan.sequence_parallel && plan.tensor_mode != TensorMode::one_d)
+    throw std::invalid_argument(fmt::format("sequence parallelism is Megatron's 1-D tensor parallelism's; {} tensor "
+                                            "parallelism already splits the tokens",
+                                            to_string(plan.tensor_mode)));
+  l.sequence_parallel = plan.sequence_parallel;
   if (plan.tensor < 1) throw std::invalid_argument("tensor_parallel must be at least 1");
   switch (plan.tensor_mode) {
     case TensorMode::one_d:
@@ -119,7 +124,8 @@ TensorGroupPosition tensor_group_position(const TensorLayout& l, const std::stri
 
 std::vector<TensorCollective> TensorLinear::all() const {
   std::vector<TensorCollective> v;
-  for (const auto* part : {&forward_before, &forward_after, &dgrad_before, &dgrad_after, &wgrad_before, &wgrad_after})
+  for (const auto* part : {&forward_before, &forward_after, &dgrad_before, &wgrad_alongside_dgrad, &dgrad_after,
+                           &wgrad_before, &wgrad_after})
     v.insert(v.end(), part->begin(), part->end());
   return v;
 }
@@ -131,12 +137,26 @@ TensorLinear tensor_linear(const TensorLayout& l, double T, double din, double d
   switch (l.mode) {
     case TensorMode::one_d: {
       const int P = l.size;
+      const bool sp = l.sequence_parallel && P > 1;
       if (one_d == Linear1D::column) {
         out.forward_gemm = {{shape_dim(T), shape_dim(dout / P), shape_dim(din)}, 1};
-        if (P > 1) out.dgrad_after.push_back(coll(K::all_reduce, "tp", P, T * din * ea, "dx_all_reduce"));
+        const double x = T * din * ea;
+        if (sp) {
+          out.forward_before.push_back(coll(K::all_gather, "tp", P, x, "x_all_gather"));
+          out.wgrad_alongside_dgrad.push_back(coll(K::all_gather, "tp", P, x, "x_all_gather"));
+          out.dgrad_after.push_back(coll(K::reduce_scatter, "tp", P, x, "dx_reduce_scatter"));
+        } else if (P > 1) {
+          out.dgrad_after.push_back(coll(K::all_reduce, "tp", P, x, "dx_all_reduce"));
+        }
       } else {
         out.forward_gemm = {{shape_dim(T), shape_dim(dout), shape_dim(din / P)}, 1};
-        if (P > 1) out.forward_after.push_back(coll(K::all_reduce, "tp", P, T * dout * ea, "y_all_reduce"));
+        const double y = T * dout * ea;
+        if (sp) {
+          out.forward_after.push_back(coll(K::reduce_scatter, "tp", P, y, "y_reduce_scatter"));
+          out.dgrad_before.push_back(coll(K::all_gather, "tp", P, y, "dy_all_gather"));
+        } else if (P > 1) {
+          out.forward_after.push_back(coll(K::all_reduce, "tp", P, y, "y_all_reduce"));
+        }
       }
       return out;
     }

@@ -29,6 +29,14 @@
 // = the gathered result, reduce-scatter and all-reduce = the full buffer):
 //  1-D column: forward none; backward all-reduce of dX (T x d_in) over "tp" after the data gradient.
 //  1-D row:    forward all-reduce of Y (T x d_out) over "tp"; backward none.
+//  1-D with sequence parallelism (Korthikanti et al. §4.2.2, Megatron-LM's
+//              LinearWithGradAccumulationAndAsyncCommunication): X and Y outside the linears
+//              are (T/P) x d sequence shards. Column: forward all-gather X (T x d_in) over "tp";
+//              backward all-gather X again alongside the data gradient (the weight gradient
+//              needs it: only the shard was kept), reduce-scatter dX (T x d_in) after it,
+//              overlapping the weight gradient. Row: forward reduce-scatter Y (T x d_out);
+//              backward all-gather dY (T x d_out) before the data gradient. An all-gather plus
+//              a reduce-scatter move what one all-reduce moves, in as many ring steps.
 //  2-D SUMMA:  forward all-gather X's row panel over "tp_row" (T/q x d_in) and A's column panel
 //              over "tp_col" (d_in x d_out/q), then one local GEMM (T/q x d_out/q x d_in);
 //              backward (Colossal-AI's Matmul_ABT / Matmul_ATB): all-gather A over "tp_col",
@@ -83,10 +91,17 @@ struct TensorLayout {
   int size = 1;   // devices of the tensor group (P)
   int q = 1;      // grid side (1-D: P)
   int depth = 1;  // 2.5-D: d
+  // 1-D only: Megatron's sequence parallelism (Korthikanti et al., arXiv 2205.05198): the
+  // activations outside the linears (layer norm, dropout, residual) are split along the sequence
+  // over the group, and each all-reduce becomes a reduce-scatter plus an all-gather.
+  bool sequence_parallel = false;
   // How a T x d activation is split: token rows over `token_split()`, features over
   // `feature_split()` (1-D: replicated, both 1).
   int token_split() const;
   int feature_split() const;
+  // The token rows of the activations outside the linears: token_split(), or t under sequence
+  // parallelism.
+  int sequence_split() const { return sequence_parallel ? size : token_split(); }
   // The table's fractions per device: activation memory, parameter memory, computation.
   double activation_fraction() const { return 1.0 / (double(token_split()) * feature_split()); }
   double parameter_fraction() const;
@@ -121,6 +136,9 @@ struct TensorLinear {
   std::vector<TensorCollective> forward_before, forward_after;
   std::vector<TensorCollective> dgrad_before, dgrad_after;
   std::vector<TensorCollective> wgrad_before, wgrad_after;
+  // Launched with the data gradient (concurrently: Megatron's sequence-parallel linear all-gathers
+  // its input again while dX is computed) and waited for by the weight gradient.
+  std::vector<TensorCollective> wgrad_alongside_dgrad;
   std::vector<TensorCollective> all() const;  // in the order they run
 };
 

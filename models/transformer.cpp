@@ -29,6 +29,11 @@ struct Dims {
   double tok = 1, hs = 1, fs = 1, pf = 1;
   bool one_d() const { return tl.mode == TensorMode::one_d; }
   double Tl() const { return T / tok; }  // local token rows
+  // Token rows of the activations outside the linears (layer norm, residual, dropout): Tl(), or
+  // T / t under sequence parallelism (models/tensor_parallel.hpp).
+  double ss = 1;
+  double Ts() const { return T / ss; }
+  bool sp() const { return tl.sequence_parallel && t > 1; }
   double dl() const { return d / fs; }   // local features of a T x d activation
   // MoE (E > 0): E experts, top-k routing, capacity factor cf, ep devices exchanging tokens.
   double E = 0, k = 1, cf = 1, ep = 1;
@@ -50,17 +55,27 @@ struct Dims {
   double rows_per_expert() const { return expert_rows() / local_experts(); }
   double exchanged_rows() const { return dropless ? T * k : expert_rows(); }
   double ea = 2;       // bytes per activation element
+  // grad_sync overlap: the data-parallel gradient reduction runs in buckets started as their
+  // layers' backward finishes (layer_dense_params: one layer's dense parameters on the device).
+  bool overlap = false;
+  double layer_dense_params = 0;
+  double kv = 0;         // key/value heads (grouped-query attention; = h for multi-head)
+  bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
+  bool flash = false;    // FlashAttention: the attention core is one fused kernel
+  double dh() const { return d / h; }
   Precision gemm = Precision::fp16, storage = Precision::fp16, elementwise = Precision::fp16;
 };
 
 // One pipeline stage's program: a chain of the device's ops in schedule order.
 class StageBuilder {
  public:
-  StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers_per_chunk)
-      : b_(g), x_(x), plan_(plan), stage_(stage), lpc_(layers_per_chunk), vt_(plan.pipeline * plan.virtual_stages),
-        qkv_(tensor_linear(x.tl, x.T, x.d, 3 * x.d, x.ea, Linear1D::column)),
+  // first_layer: the stage's first layer when it holds one chunk (uneven stages); else -1.
+  StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers_per_chunk, int first_layer)
+      : b_(g), x_(x), plan_(plan), stage_(stage), lpc_(layers_per_chunk), first_(first_layer),
+        vt_(plan.pipeline * plan.virtual_stages),
+        qkv_(tensor_linear(x.tl, x.T, x.d, x.d + 2 * x.kv * x.dh(), x.ea, Linear1D::column)),
         proj_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::row)),
-        ffn1_(tensor_linear(x.tl, x.T, x.d, x.ff, x.ea, Linear1D::column)),
+        ffn1_(tensor_linear(x.tl, x.T, x.d, (x.swiglu ? 2 : 1) * x.ff, x.ea, Linear1D::column)),
         ffn2_(tensor_linear(x.tl, x.T, x.ff, x.d, x.ea, Linear1D::row)),
         logits_(tensor_linear(x.tl, x.T, x.d, x.V, x.ea, Linear1D::column)) {}
 
@@ -70,16 +85,21 @@ class StageBuilder {
     if (it.forward) {
       if (vs > 0) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
       if (vs == 0) embedding(Phase::forward);
-      for (int l = 0; l < lpc_; ++l) layer_forward(layer_index(vs, l), Phase::forward, false);
+      for (int l = 0; l < lpc_; ++l) {
+        if (it.micro_batch == 0) prefetched_param_gather(layer_index(vs, l));
+        layer_forward(layer_index(vs, l), Phase::forward, false);
+      }
       if (vs == vt_ - 1) head_forward();
       if (vs < vt_ - 1) send(Phase::forward, tag(it.micro_batch, vs, true), +1);
     } else {
       if (vs < vt_ - 1) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
       if (vs == vt_ - 1) head_backward();
+      const bool last_micro_batch = it.micro_batch == plan_.micro_batches() - 1;
       for (int l = lpc_ - 1; l >= 0; --l) {
         const int layer = layer_index(vs, l);
         if (plan_.recompute == Recompute::full) layer_forward(layer, Phase::backward, true);
         layer_backward(layer);
+        if (last_micro_batch) layer_gradients_ready();
       }
       if (vs == 0) embedding(Phase::backward);
       if (vs > 0) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
@@ -92,13 +112,22 @@ class StageBuilder {
   // Under 2.5-D the d depth layers hold the same weights and each computed the gradient of its
   // rows of the batch: the dense gradients are first all-reduced over "tp_depth".
   void optimizer(double dense_params, double expert_params) {
+    if (gathers_rotated() && dense_params > bucketed_params_)  // the embeddings' gather, from the step's start
+      background_.push_back(b_.collective("dense.opt.param_all_gather", "param_all_gather", Phase::optimizer,
+                                          CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
+                                          (dense_params - bucketed_params_) * bytes_per_element(x_.storage), {-1}));
     std::vector<long> done = all_done();
     long after = -1;
     if (x_.tl.mode == TensorMode::two_half_d && x_.tl.depth > 1 && dense_params > 0)
       done.push_back(b_.collective("dense.grad.depth_all_reduce", "grad_depth_all_reduce", Phase::backward,
                                    CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "tp_depth",
                                    dense_params * x_.ea, done));
-    after = update("dense", "dp", plan_.data, dense_params, done, after);
+    if (bucketed()) {  // the parameters outside the layers (embedding, head) in a last bucket
+      bucket_params_ += dense_params - bucketed_params_;
+      bucket_ready_ = done;
+      flush_bucket();
+    }
+    after = update("dense", "dp", plan_.data, dense_params, done, after, bucketed() ? &buckets_ : nullptr);
     update("expert", "expert_dp", plan_.data / plan_.expert, expert_params, done, after);
   }
 
@@ -106,31 +135,36 @@ class StageBuilder {
   double model_flops() const { return b_.model_flops(); }
 
  private:
-  int layer_index(int vs, int l) const { return vs * lpc_ + l; }
+  int layer_index(int vs, int l) const { return first_ >= 0 ? first_ + l : vs * lpc_ + l; }
 
   // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
   // local shard, and (ZeRO 1, 2) the all-gather of the updated parameters. Returns the Adam op.
+  // `reduced`: the gradients were already reduced by these collectives (grad_sync overlap's buckets).
   long update(const std::string& group, const std::string& role, int replicas, double params,
-              const std::vector<long>& done, long after) {
+              const std::vector<long>& done, long after, const std::vector<long>* reduced = nullptr) {
     if (params <= 0) return after;
     const Phase G = Phase::backward, O = Phase::optimizer;
     const double grad_bytes = params * x_.ea;
     std::vector<long> adam_deps = done;
     adam_deps.push_back(after);
     double shard = params;
-    if (replicas > 1) {
-      const bool zero = plan_.zero_stage >= 1;
+    const bool zero = plan_.zero_stage >= 1;
+    if (replicas > 1 && zero) shard = params / replicas;
+    if (reduced) {
+      adam_deps.insert(adam_deps.end(), reduced->begin(), reduced->end());
+    } else if (replicas > 1) {
       adam_deps.push_back(b_.collective(group + ".grad." + (zero ? "reduce_scatter" : "all_reduce"),
                                         std::string("grad_") + (zero ? "reduce_scatter" : "all_reduce"), G,
                                         zero ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                                         CollectiveAlgorithm::ring, role, grad_bytes, done));
-      if (zero) shard = params / replicas;
     }
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
                                               : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
     // ZeRO 1 and 2 all-gather the updated parameters; ZeRO 3 keeps each shard and gathers a layer's
-    // parameters before its forward and its backward instead (zero3_gather).
-    if (replicas > 1 && (plan_.zero_stage == 1 || plan_.zero_stage == 2))
+    // parameters before its forward and its backward instead (zero3_gather). Under grad_sync
+    // overlap the dense parameters' gathers run at the step's start instead, overlapped with the
+    // forward (prefetched_param_gather).
+    if (replicas > 1 && (plan_.zero_stage == 1 || plan_.zero_stage == 2) && !(reduced && gathers_rotated()))
       b_.collective(group + ".opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather,
                     CollectiveAlgorithm::ring, role, params * bytes_per_element(x_.storage), {adam});
     return adam;
@@ -156,18 +190,58 @@ class StageBuilder {
                                                host_adam_bytes_per_parameter * shard, {down});
     return b_.host_copy(group + ".opt.param_to_device", "param_to_device", shard, x_.storage, {adam});
   }
+  // grad_sync overlap (Megatron-Core's DistributedDataParallel with overlap_grad_reduce): the
+  // dense gradients are reduced over "dp" in buckets of whole layers, in backward order; a
+  // bucket's all-reduce (reduce-scatter under ZeRO >= 1) starts when the backward of its layers
+  // for the last micro-batch is done, one bucket after another on the one communication stream,
+  // while the backward of the layers below goes on. The optimizer waits for every bucket.
+  // Bucket size: Megatron-Core's default, max(40 M, 1 M x data-parallel size) parameters
+  // (DistributedDataParallelConfig.bucket_size).
+  bool bucketed() const { return x_.overlap && plan_.data > 1; }
+  double bucket_limit() const { return std::max(40e6, 1e6 * plan_.data); }
+  void layer_gradients_ready() {
+    if (!bucketed()) return;
+    bucket_params_ += x_.layer_dense_params;
+    bucketed_params_ += x_.layer_dense_params;
+    bucket_ready_ = {last_};
+    if (bucket_params_ >= bucket_limit()) flush_bucket();
+  }
+  void flush_bucket() {
+    if (bucket_params_ <= 0) return;
+    const bool zero = plan_.zero_stage >= 1;
+    std::vector<long> d = bucket_ready_;
+    d.push_back(buckets_.empty() ? -1 : buckets_.back());
+    buckets_.push_back(b_.collective(fmt::format("dense.grad.bucket{}.{}", buckets_.size(), zero ? "reduce_scatter" : "all_reduce"),
+                                     zero ? "grad_reduce_scatter" : "grad_all_reduce", Phase::backward,
+                                     zero ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                                     CollectiveAlgorithm::ring, "dp", bucket_params_ * x_.ea, d));
+    bucket_params_ = 0;
+  }
+  // ZeRO 1 and 2 (Megatron's distributed optimizer) under grad_sync overlap (overlap_param_gather):
+  // the updated parameters are all-gathered during the next step's forward, each layer's before
+  // its first micro-batch's forward, one after another from the step's start. A step being one
+  // of many alike, this step's gathers stand for the previous update's.
+  bool gathers_rotated() const { return bucketed() && (plan_.zero_stage == 1 || plan_.zero_stage == 2); }
+  void prefetched_param_gather(int layer) {
+    if (!gathers_rotated()) return;
+    last_gather_ = b_.collective(fmt::format("L{}.param_all_gather", layer), "param_all_gather", Phase::optimizer,
+                                 CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
+                                 x_.layer_dense_params * bytes_per_element(x_.storage), {last_gather_});
+    joins_.push_back(last_gather_);
+  }
   long tag(int micro_batch, int sender_vs, bool forward) const {
     return (static_cast<long>(micro_batch) * vt_ + sender_vs) * 2 + (forward ? 0 : 1);
   }
   std::string name(const std::string& what) const { return mb_ + what; }
   std::vector<long> all_done() {
     std::vector<long> v = sends_;
+    v.insert(v.end(), background_.begin(), background_.end());
     for (long d : deps()) v.push_back(d);
     return v;
   }
 
   // Pipeline messages: under 1-D, Megatron's scatter/gather sends 1/t of the activations per
-  // tensor rank; under 2-D, 2.5-D and 3-D each rank sends its own shard to the rank with the
+  // tensor rank (under sequence parallelism, the rank's sequence shard, which it keeps); under 2-D, 2.5-D and 3-D each rank sends its own shard to the rank with the
   // same tensor coordinates in the next stage.
   double message_bytes() const { return x_.Tl() * x_.dl() * x_.ea / (x_.one_d() ? x_.t : 1); }
   void send(Phase ph, long tag, int offset) {
@@ -181,7 +255,7 @@ class StageBuilder {
     last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
                         ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
                         bytes, tag, deps());
-    if (x_.one_d() && x_.t > 1)
+    if (x_.one_d() && x_.t > 1 && !x_.sp())  // (sequence parallelism keeps the shard)
       last_ = b_.collective(name("pp_all_gather"), "pp_all_gather", ph, CollectiveKind::all_gather,
                             CollectiveAlgorithm::ring, "tp", x_.T * x_.d * x_.ea, deps());
   }
@@ -209,42 +283,42 @@ class StageBuilder {
   }
 
   void embedding(Phase ph) {
-    const double Tl = x_.Tl(), dl = x_.dl();
+    const double Tl = x_.Ts(), dl = x_.dl();
     const bool F = ph == Phase::forward;
     last_ = b_.memory(name(F ? "embedding" : "embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
                       Kernel::token_permute, x_.storage, rows_cols(Tl, dl), 0, (F ? 2 : 3) * Tl * dl * x_.ea, deps());
   }
   void head_forward() {
-    const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs;
+    const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs, Ts = x_.Ts();
     if (x_.V <= 0) return;
     const Phase F = Phase::forward;
     last_ = b_.memory(name("final_layernorm"), "final_layernorm", F, Kernel::layer_norm, x_.elementwise,
-                      rows_cols(Tl, dl), 8 * Tl * dl, 2 * Tl * dl * x_.ea, deps());
+                      rows_cols(Ts, dl), 8 * Ts * dl, 2 * Ts * dl * x_.ea, deps());
     linear_forward(name(""), "logits", "", F, logits_);
     last_ = b_.memory(name("cross_entropy"), "cross_entropy", F, Kernel::softmax, x_.elementwise, rows_cols(Tl, Vl),
                       5 * Tl * Vl, 2 * Tl * Vl * x_.ea, deps());
   }
   void head_backward() {
-    const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs;
+    const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs, Ts = x_.Ts();
     if (x_.V <= 0) return;
     const Phase B = Phase::backward;
     last_ = b_.memory(name("cross_entropy.bwd"), "cross_entropy.bwd", B, Kernel::softmax, x_.elementwise,
                       rows_cols(Tl, Vl), 5 * Tl * Vl, 3 * Tl * Vl * x_.ea, deps());
-    if (x_.one_d()) {
+    if (x_.one_d() && !x_.sp()) {
       last_ = b_.gemm_backward(name("logits"), "logits", x_.gemm, x_.storage, logits_.forward_gemm, deps());
       last_ = tp_all_reduce("logits_grad_all_reduce", B);
     } else {
       linear_backward(name(""), "logits", logits_);
     }
     last_ = b_.memory(name("final_layernorm.bwd"), "final_layernorm.bwd", B, Kernel::layer_norm, x_.elementwise,
-                      rows_cols(Tl, dl), 8 * Tl * dl, 3 * Tl * dl * x_.ea, deps());
+                      rows_cols(Ts, dl), 8 * Ts * dl, 3 * Ts * dl * x_.ea, deps());
   }
 
   // A tensor-parallel collective of a linear (models/tensor_parallel.hpp). Under 1-D it keeps
   // the label the all-reduces have always had ("tp_all_reduce", "tp_all_reduce.bwd").
   long tp_collective(const std::string& p, const std::string& label, const TensorCollective& c,
                      const std::string& sfx, Phase ph, const std::vector<long>& after) {
-    const std::string what = x_.one_d() ? "tp_all_reduce" : "tp_" + c.what;
+    const std::string what = x_.one_d() && !x_.sp() ? "tp_all_reduce" : "tp_" + c.what;
     const std::string lsfx = ph == Phase::backward && sfx.empty() ? ".bwd" : sfx;
     return b_.collective(p + label + "." + c.what + lsfx, what + lsfx, ph, c.kind, CollectiveAlgorithm::ring, c.role,
                          c.bytes, after);
@@ -264,12 +338,17 @@ class StageBuilder {
     const auto [m, n, k] = lin.forward_gemm.dims;
     const double batch = lin.forward_gemm.batch;
     for (const TensorCollective& c : lin.dgrad_before) last_ = tp_collective(p, label, c, "", B, deps());
+    const std::vector<long> before = deps();
+    std::vector<long> wgrad_deps;  // (started with the data gradient, not after it)
+    for (const TensorCollective& c : lin.wgrad_alongside_dgrad)
+      wgrad_deps.push_back(tp_collective(p, label, c, "", B, before));
     const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, x_.gemm, x_.storage,
-                               gemm_shape(m, k, n, batch), deps());
+                               gemm_shape(m, k, n, batch), before);
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
+    wgrad_deps.push_back(last_);
     const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, x_.gemm, x_.storage,
-                               gemm_shape(k, n, m, batch), {last_});
+                               gemm_shape(k, n, m, batch), wgrad_deps);
     std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
     for (const TensorCollective& c : lin.wgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {wgrad}));
@@ -282,8 +361,14 @@ class StageBuilder {
   KernelShape scores() const { return gemm_shape(x_.s, x_.s, x_.d / x_.h, local_heads()); }
   KernelShape context() const { return gemm_shape(x_.s, x_.d / x_.h, x_.s, local_heads()); }
 
-  // The attention core: what selective recomputation reruns.
+  // The attention core: what selective recomputation reruns. Grouped-query attention shares each
+  // key/value head among h / kv query heads: the per-query-head GEMMs are unchanged.
   void attention_core(const std::string& p, Phase ph, const std::string& suffix) {
+    if (x_.flash) {
+      last_ = b_.fused_attention(p + "attn_flash" + suffix, "attn_flash" + suffix, ph, x_.gemm, x_.s, x_.dh(), 2,
+                                 local_heads(), deps());
+      return;
+    }
     const double s = x_.s, rows = local_heads() * s;  // = T_local x heads_local
     last_ = b_.gemm(p + "attn_scores" + suffix, "attn_scores" + suffix, ph, x_.gemm, x_.storage, scores(), deps());
     last_ = b_.memory(p + "attn_softmax" + suffix, "attn_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
@@ -295,28 +380,31 @@ class StageBuilder {
   void layer_forward(int l, Phase ph, bool recompute) {
     const std::string sfx = recompute ? ".recompute" : "";
     const std::string p = name(fmt::format("L{}.{}.", l, recompute ? "recompute" : "fwd"));
-    const double Tl = x_.Tl(), dl = x_.dl(), ea = x_.ea, ffl = x_.ff / x_.hs;
+    const double Tl = x_.Tl(), Ts = x_.Ts(), dl = x_.dl(), ea = x_.ea, ffl = x_.ff / x_.hs;
     const Precision ew = x_.elementwise;
     if (!recompute) zero3_gather(l, ph);
-    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Tl, dl),
-                      8 * Tl * dl, 2 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Ts, dl),
+                      8 * Ts * dl, 2 * Ts * dl * ea, deps());
     linear_forward(p, "attn_qkv", sfx, ph, qkv_);
     attention_core(p, ph, sfx);
     linear_forward(p, "attn_proj", sfx, ph, proj_);
-    last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Tl * dl),
-                      3 * Tl * dl, 3 * Tl * dl * ea, deps());
-    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Tl, dl),
-                      8 * Tl * dl, 2 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
+                      3 * Ts * dl, 3 * Ts * dl * ea, deps());
+    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Ts, dl),
+                      8 * Ts * dl, 2 * Ts * dl * ea, deps());
     if (x_.E > 0) {
       moe_forward(p, ph, sfx);
     } else {
       linear_forward(p, "ffn1", sfx, ph, ffn1_);
-      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
-                        2 * Tl * ffl * ea, deps());
+      // SwiGLU: silu(gate) x up reads two T x d_ff inputs and writes one (the element-wise
+      // activation kernel of the vocabulary, GELU's, stands for it).
+      const std::string act = x_.swiglu ? "ffn_swiglu" : "ffn_gelu";
+      last_ = b_.memory(p + act, act + sfx, ph, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
+                        (x_.swiglu ? 3 : 2) * Tl * ffl * ea, deps());
       linear_forward(p, "ffn2", sfx, ph, ffn2_);
     }
-    last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Tl * dl),
-                      3 * Tl * dl, 3 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
+                      3 * Ts * dl, 3 * Ts * dl * ea, deps());
   }
   // The MoE layer's FFN (the vocabulary of models/moe_transformer.cpp): gate, top-k, permute,
   // all-to-all dispatch over "ep", the local experts on their capacity, all-to-all combine.
@@ -364,43 +452,53 @@ class StageBuilder {
 
   void layer_backward(int l) {
     const std::string p = name(fmt::format("L{}.bwd.", l));
-    const double Tl = x_.Tl(), dl = x_.dl(), s = x_.s, ea = x_.ea, ffl = x_.ff / x_.hs, rows = local_heads() * s;
+    const double Tl = x_.Tl(), Ts = x_.Ts(), dl = x_.dl(), s = x_.s, ea = x_.ea, ffl = x_.ff / x_.hs, rows = local_heads() * s;
     const Phase B = Phase::backward;
     const Precision ew = x_.elementwise;
     zero3_gather(l, B);
-    last_ = b_.memory(p + "ffn_residual", "ffn_residual.bwd", B, Kernel::residual_add, ew, elements(Tl * dl),
-                      3 * Tl * dl, 6 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "ffn_residual", "ffn_residual.bwd", B, Kernel::residual_add, ew, elements(Ts * dl),
+                      3 * Ts * dl, 6 * Ts * dl * ea, deps());
     if (x_.E > 0) {
       moe_backward(p);
     } else {
       linear_backward(p, "ffn2", ffn2_);
-      last_ = b_.memory(p + "ffn_gelu", "ffn_gelu.bwd", B, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
-                        3 * Tl * ffl * ea, deps());
+      const std::string act = x_.swiglu ? "ffn_swiglu" : "ffn_gelu";  // SwiGLU: 3 read, 2 written
+      last_ = b_.memory(p + act, act + ".bwd", B, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
+                        (x_.swiglu ? 5 : 3) * Tl * ffl * ea, deps());
       linear_backward(p, "ffn1", ffn1_);
     }
-    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Tl, dl),
-                      8 * Tl * dl, 3 * Tl * dl * ea, deps());
-    last_ = b_.memory(p + "attn_residual", "attn_residual.bwd", B, Kernel::residual_add, ew, elements(Tl * dl),
-                      3 * Tl * dl, 6 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Ts, dl),
+                      8 * Ts * dl, 3 * Ts * dl * ea, deps());
+    last_ = b_.memory(p + "attn_residual", "attn_residual.bwd", B, Kernel::residual_add, ew, elements(Ts * dl),
+                      3 * Ts * dl, 6 * Ts * dl * ea, deps());
     linear_backward(p, "attn_proj", proj_);
     if (plan_.recompute == Recompute::selective) attention_core(p, B, ".recompute");
-    last_ = b_.gemm_backward(p + "attn_context", "attn_context", x_.gemm, x_.storage, context(), deps());
-    last_ = b_.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, rows_cols(rows, s), 5 * rows * s,
-                      3 * rows * s * ea, deps());
-    last_ = b_.gemm_backward(p + "attn_scores", "attn_scores", x_.gemm, x_.storage, scores(), deps());
+    if (x_.flash) {  // FlashAttention-2's backward: recomputes the scores blockwise, 5 GEMMs
+      last_ = b_.fused_attention(p + "attn_flash", "attn_flash.bwd", B, x_.gemm, s, x_.dh(), 5, local_heads(), deps());
+    } else {
+      last_ = b_.gemm_backward(p + "attn_context", "attn_context", x_.gemm, x_.storage, context(), deps());
+      last_ = b_.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, rows_cols(rows, s), 5 * rows * s,
+                        3 * rows * s * ea, deps());
+      last_ = b_.gemm_backward(p + "attn_scores", "attn_scores", x_.gemm, x_.storage, scores(), deps());
+    }
     linear_backward(p, "attn_qkv", qkv_);
-    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Tl, dl),
-                      8 * Tl * dl, 3 * Tl * dl * ea, deps());
+    last_ = b_.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Ts, dl),
+                      8 * Ts * dl, 3 * Ts * dl * ea, deps());
   }
   GraphBuilder b_;
   const Dims& x_;
   const ParallelPlan& plan_;
-  int stage_, lpc_, vt_;
+  int stage_, lpc_, first_, vt_;
   long last_ = -1;
   std::vector<long> joins_;  // collectives the next op waits for besides last_
   TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_;
   std::vector<long> sends_;
   std::string mb_;
+  // grad_sync overlap: the bucket being filled, the buckets' collectives, the last parameter
+  // gather, and the ops off the device's chain that the optimizer waits for.
+  double bucket_params_ = 0, bucketed_params_ = 0;
+  std::vector<long> bucket_ready_, buckets_, background_;
+  long last_gather_ = -1;
 };
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
@@ -416,8 +514,10 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   if (t.precision == PrecisionPolicy::mixed)
     bad("precision \"mixed\" is BaGuaLu's layer-wise policy for MoDa layouts; use \"fp16\" or \"fp32\"");
   const int vt = checked_int_product({plan.pipeline, plan.virtual_stages}, "pipeline x virtual stages");
-  if (m.layers % vt != 0)
-    bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({})", m.layers, vt));
+  if (m.layers % vt != 0 && (plan.virtual_stages > 1 || m.layers <= plan.pipeline))
+    bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({}), or, without "
+                    "interleaving, more than the stages",
+                    m.layers, vt));
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
   if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
   if (plan.global_batch % (plan.micro_batch * plan.data) != 0)
@@ -439,6 +539,7 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   x.tok = layout.token_split();
   x.fs = layout.feature_split();
   x.hs = layout.mode == TensorMode::one_d ? layout.size : layout.q;
+  x.ss = layout.sequence_split();
   x.pf = layout.parameter_fraction();
   if (!m.dense()) {
     x.E = m.experts_per_layer;
@@ -446,18 +547,24 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     x.cf = m.capacity_factor;
     x.ep = plan.expert;
   }
-  const bool half = t.precision == PrecisionPolicy::fp16;
+  const bool half = t.precision == PrecisionPolicy::fp16 || t.precision == PrecisionPolicy::bf16;
   x.gemm = x.storage = x.elementwise = half ? Precision::fp16 : Precision::fp32;
   x.ea = bytes_per_element(x.storage);
+  x.overlap = t.grad_sync == GradSync::overlap;
+  x.kv = m.key_value_heads();
+  x.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
+  x.flash = plan.attention == ParallelPlan::Attention::flash;
 
   const int mbs = plan.micro_batches();
-  const int lpc = m.layers / vt;
   // Per layer (Megatron's count): attention 4h^2 + 4h, layer norms 4h, MLP 8h^2 + 5h (with
   // d_ff = 4h: 2 h d_ff + d_ff + h). An MoE layer has E experts of 2 h d_ff + d_ff + h and a gate h E.
-  const double attn_params = 4 * x.d * x.d + 8 * x.d;
-  const double ffn_params = 2 * x.d * x.ff + x.ff + x.d;
+  // Grouped-query attention: Q and the output projection d x d, K and V d x (kv d/h) each.
+  // SwiGLU (Llama, no biases): gate, up and down, 3 d d_ff.
+  const double attn_params = 2 * x.d * x.d + 2 * x.d * x.kv * x.dh() + 8 * x.d;
+  const double ffn_params = x.swiglu ? 3 * x.d * x.ff : 2 * x.d * x.ff + x.ff + x.d;
   const double layer_params = attn_params + (m.dense() ? ffn_params : x.E * ffn_params + x.d * x.E);
-  out.parameters = m.layers * layer_params + (x.V + x.s) * x.d;
+  x.layer_dense_params = (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
+  out.parameters = m.layers * layer_params + (x.V + x.s) * x.d + (m.tied_embeddings ? 0 : x.V * x.d);
   if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
   // One program per stage; dropless, one per stage and distinct expert rows: device j of each
   // expert-parallel group computes the rows its experts receive (program stage x R + row index).
@@ -489,7 +596,10 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     const int stage = prog / R, ri = prog % R;
     xs[ri].dropless = !m.dense() && m.dropless();
     xs[ri].dropless_rows = rows[ri];
-    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, lpc);
+    const bool one_chunk = plan.virtual_stages == 1;  // uneven stages possible (layers_on_stage)
+    const int lpc = one_chunk ? layers_on_stage(m.layers, plan, stage) : m.layers / vt;
+    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, lpc,
+                    one_chunk ? first_layer_of_stage(m.layers, plan, stage) : -1);
     for (const PipelineItem& it : pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage))
       sb.item(it);
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
@@ -498,7 +608,8 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
     const double experts = m.dense() ? 0 : layers_here * x.local_experts() * ffn_params;
     if (stage == 0) dense += x.V * x.d * x.pf + x.s * x.d;
-    if (stage == plan.pipeline - 1 && x.V > 0 && plan.pipeline > 1) dense += x.V * x.d * x.pf;
+    // The last stage's output matrix: the tied embedding's copy (p > 1), or its own (untied).
+    if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);
     const double ranks_per_stage = double(plan.tensor) * plan.data * devices_with_rows[ri] / plan.expert;
     out.executed_flops += sb.executed_flops() * ranks_per_stage;

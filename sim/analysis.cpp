@@ -128,7 +128,7 @@ std::vector<KernelClassUse> compute_by_kernel_class(const StepGraph& g, const Co
   }
   std::vector<KernelClassUse> out;
   for (auto& [c, u] : use) {
-    const double work = c == KernelClass::gemm ? u.flops : u.bytes;
+    const double work = c == KernelClass::gemm || c == KernelClass::fused_attention ? u.flops : u.bytes;
     u.mean_efficiency = capacity[c] > 0 ? work / capacity[c] : 0;
     out.push_back(u);
   }

@@ -27,6 +27,19 @@ double DeviceProfile::gemm_efficiency_at(Precision p) const {
   return it->second;
 }
 
+double DeviceProfile::flash_attention_efficiency_at(Precision p) const {
+  auto it = flash_attention_efficiency.find(p);
+  if (it == flash_attention_efficiency.end() || !(it->second > 0))
+    throw std::invalid_argument("device '" + name + "' has no flash_attention_efficiency for " + to_string(p) +
+                                " (its device file gives none): use \"attention\": \"standard\"");
+  return it->second;
+}
+
+double DeviceProfile::fused_attention_time_s(const ComputeWork& w) const {
+  return std::max(w.flops / (peak_flops_s(w.precision) * flash_attention_efficiency_at(w.precision)),
+                  w.bytes / memory_bandwidth_Bps);
+}
+
 double DeviceProfile::bandwidth_Bps(KernelClass c) const {
   switch (c) {
     case KernelClass::optimizer_update: return optimizer_memory_bandwidth_Bps;
@@ -48,11 +61,12 @@ double DeviceProfile::host_data_movement_time_s(const ComputeWork& w) const {
 }
 
 double DeviceProfile::class_peak(KernelClass c, Precision p) const {
-  return c == KernelClass::gemm ? peak_flops_s(p) : bandwidth_Bps(c);
+  return c == KernelClass::gemm || c == KernelClass::fused_attention ? peak_flops_s(p) : bandwidth_Bps(c);
 }
 
 double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
   if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
+  if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
   const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
   const double t_flops = w.flops / (peak * eff);

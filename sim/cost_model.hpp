@@ -20,6 +20,7 @@ struct DeviceProfile {
   std::string name;
   std::map<Precision, double> peak_flops_per_s;       // whole node
   std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
+  std::map<Precision, double> flash_attention_efficiency;  // fraction of peak FlashAttention reaches (0: none)
   double memory_bandwidth_Bps = 0;                    // achieved, for memory-bound kernels
   double optimizer_memory_bandwidth_Bps = 0;          // achieved by the optimizer update
   // Optimizer offload (0: the machine does not describe its hosts): the device's link to its
@@ -30,6 +31,10 @@ struct DeviceProfile {
   // naming the device when it has none.
   double peak_flops_s(Precision p) const;
   double gemm_efficiency_at(Precision p) const;
+  // FlashAttention's best-case efficiency; throws naming the device when its file gives none.
+  double flash_attention_efficiency_at(Precision p) const;
+  // The fused attention kernel's time: max(flops / (peak x its efficiency), bytes / bandwidth).
+  double fused_attention_time_s(const ComputeWork& w) const;
   // The bandwidth a class's bytes stream at: the optimizer's own, the host link's, the host
   // memory's, else the memory bandwidth. Throws std::invalid_argument naming the device when a
   // host class's bandwidth is not given.

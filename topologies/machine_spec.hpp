@@ -52,6 +52,7 @@ struct MachineSpec {
   std::string device_name;
   std::map<Precision, double> peak_flops_per_s;  // per device
   std::map<Precision, double> gemm_efficiency;
+  std::map<Precision, double> flash_attention_efficiency;  // FlashAttention's best case (absent: none)
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update; unpublished choice
   double memory_bytes = 0;                       // per device

@@ -105,6 +105,10 @@ touch "$tmp/a-file"
 refused calibrate-out "a-file" "Not a directory" -- calibrate --quick --out "$tmp/a-file/profile.json"
 if grep -q "calibrate: " "$tmp/calibrate-out.err"; then fail "calibrate measured before checking --out"; fi
 
+# calibrate --threads is range-checked before conversion (atoi of 99999999999 was undefined).
+refused calibrate-threads "--threads" "from 1 to 65536" -- calibrate --quick --threads 99999999999 --out "$tmp/out-t/p.json"
+refused calibrate-threads-0 "--threads" -- calibrate --quick --threads 0 --out "$tmp/out-t0/p.json"
+
 # The default output folder is built from the scenario's name, sanitized: "../.." stays in out/.
 mkdir -p "$tmp/work/deep"
 (cd "$tmp/work/deep" && "$exe" run "$data/name-dotdot.json" > /dev/null 2>&1) || fail "name-dotdot did not run"

@@ -127,3 +127,57 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
   CHECK(path == "/plan");
   CHECK(expected.find("at most the machine's 102400 devices") != std::string::npos);
 }
+
+TEST_CASE("general plan: today's keys are read, and refused where they would change nothing") {
+  json j = gpt_scenario();
+  j["machine"] = "selene-dgx-a100";
+  j["plan"].erase("zero_stage");
+  j["plan"]["sequence_parallel"] = true;
+  j["plan"]["distributed_optimizer"] = true;
+  j["plan"]["attention"] = "flash";
+  j["training"]["grad_sync"] = "overlap";
+  j["training"]["precision"] = "bf16";
+  j["model"]["kv_heads"] = 2;
+  j["model"]["ffn"] = "swiglu";
+  j["model"]["tied_embeddings"] = false;
+  const Scenario s = parse_scenario(j.dump(), "g.json");
+  CHECK(s.parallel.sequence_parallel);
+  CHECK(s.parallel.distributed_optimizer);
+  CHECK(s.parallel.zero_stage == 1);  // Megatron's distributed optimizer is ZeRO 1
+  CHECK(s.parallel.attention == ParallelPlan::Attention::flash);
+  CHECK(s.training.grad_sync == GradSync::overlap);
+  CHECK(s.training.precision == PrecisionPolicy::bf16);
+  CHECK(s.model.key_value_heads() == 2);
+  CHECK(s.model.ffn == ModelSpec::Ffn::swiglu);
+  CHECK_FALSE(s.model.tied_embeddings);
+  struct Case {
+    const char* pointer;
+    json value;
+    const char* path;
+    const char* expected_part;
+  };
+  const Case cases[] = {
+      {"/plan/tensor_parallel", 1, "/plan/sequence_parallel", "tensor_parallel is 1"},
+      {"/plan/tensor_mode", "2d", "/plan/sequence_parallel", "already splits the tokens"},
+      {"/plan/data_parallel", 1, "/training/grad_sync", "no data-parallel gradient reduction"},
+      {"/plan/zero_stage", 2, "/plan/distributed_optimizer", "ZeRO stage 1"},
+      {"/model/kv_heads", 3, "/model/kv_heads", "divisor of the heads"},
+      {"/model/kv_heads", 1, "/model/kv_heads", "multiple of tensor_parallel"},
+      {"/model/ffn", "relu", "/model/ffn", "\"gelu\", \"swiglu\""},
+      {"/plan/attention", "sparse", "/plan/attention", "\"standard\", \"flash\""},
+      {"/machine", "sunway-oceanlight", "/plan/attention", "flash_attention_efficiency"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.pointer);
+    json k = j;
+    k[json::json_pointer(c.pointer)] = c.value;
+    if (std::string(c.pointer) == "/plan/data_parallel") k["plan"]["distributed_optimizer"] = false;
+    if (std::string(c.pointer) == "/plan/tensor_mode") {
+      k["plan"]["tensor_parallel"] = 4;
+      k["model"].erase("kv_heads");  // (grouped-query attention is 1-D only, refused first)
+    }
+    const auto [path, expected] = error_of(k);
+    CHECK(path == c.path);
+    CHECK(expected.find(c.expected_part) != std::string::npos);
+  }
+}

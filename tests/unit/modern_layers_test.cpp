@@ -1,0 +1,158 @@
+// Today's transformer layers in general plans: grouped-query attention (kv_heads), SwiGLU,
+// untied embeddings, FlashAttention as a kernel of its own, and Llama 3's uneven pipeline
+// stages. FLOP and parameter counts by hand; no simulation here.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kernels/kernel_id.hpp"
+#include "models/memory_model.hpp"
+#include "models/transformer.hpp"
+#include "sim/cost_model.hpp"
+
+using namespace exasim;
+
+namespace {
+
+// 2 layers, d 64, 8 heads (head size 8), 2 key/value heads, SwiGLU d_ff 256, vocabulary 256.
+ModelSpec llama_like() {
+  ModelSpec m;
+  m.name = "llama-tiny";
+  m.layers = 2;
+  m.d_model = 64;
+  m.heads = 8;
+  m.kv_heads = 2;
+  m.ffn = ModelSpec::Ffn::swiglu;
+  m.d_ff = 256;
+  m.vocab = 256;
+  m.tied_embeddings = false;
+  return m;
+}
+
+TrainingSpec bf16(int seq) {
+  TrainingSpec t;
+  t.seq_len = seq;
+  t.precision = PrecisionPolicy::bf16;
+  return t;
+}
+
+ParallelPlan single(ParallelPlan::Attention a = ParallelPlan::Attention::standard) {
+  ParallelPlan p;
+  p.micro_batch = 1;
+  p.global_batch = 1;
+  p.attention = a;
+  return p;
+}
+
+int count_label(const StepGraph& g, const std::string& label) {
+  int n = 0;
+  for (OpId v = 0; v < boost::num_vertices(g); ++v) n += g[v].label == label;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("grouped-query attention, SwiGLU and untied embeddings: parameters and FLOPs by hand") {
+  const double T = 32, s = 32, d = 64, kv = 2, dh = 8, ff = 256, V = 256, L = 2, h = 8;
+  const TransformerWorkload tw = build_transformer_workload(llama_like(), bf16(32), single());
+  // Per layer: Q and the projection d^2 each, K and V d x (kv dh) each, biases and norms 8d;
+  // SwiGLU 3 d d_ff. Embeddings: word V d and position s d, and the untied output matrix V d.
+  const double layer = 2 * d * d + 2 * d * kv * dh + 8 * d + 3 * d * ff;
+  CHECK(layer == 59904);
+  CHECK(tw.parameters == doctest::Approx(L * layer + (V + s) * d + V * d));
+  // Forward GEMMs per layer: QKV 2T d (d + 2 kv dh), scores and context 2 x 2 s^2 dh h, the
+  // projection 2T d^2, SwiGLU's gate and up 2T d (2 d_ff), down 2T d_ff d; the logits 2T d V.
+  // Without recomputation the backward runs each twice: model FLOPs = 3 x forward.
+  const double fwd_layer = 2 * T * d * (d + 2 * kv * dh) + 2 * 2 * s * s * dh * h + 2 * T * d * d +
+                           2 * T * d * 2 * ff + 2 * T * ff * d;
+  CHECK(fwd_layer == 4063232);
+  CHECK(tw.model_flops == doctest::Approx(3 * (L * fwd_layer + 2 * T * d * V)));
+  const StepGraph& g = tw.workload.programs[0];
+  CHECK(count_label(g, "ffn_swiglu") == 2);
+  CHECK(count_label(g, "ffn_gelu") == 0);
+}
+
+TEST_CASE("grouped-query attention: the QKV GEMM is d x (d + 2 kv d/h), and K, V take kv/h of Q's memory") {
+  ModelSpec m = llama_like();
+  const TransformerWorkload tw = build_transformer_workload(m, bf16(32), single());
+  const StepGraph& g = tw.workload.programs[0];
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (g[v].label == "attn_qkv") CHECK(std::get<ComputeWork>(g[v].work).shape.dims == std::array<std::int64_t, 3>{32, 96, 64});
+  const double gqa = layer_activation_bytes(m, bf16(32), single());
+  m.kv_heads = 0;  // multi-head: K and V as large as Q
+  const double mha = layer_activation_bytes(m, bf16(32), single());
+  const double sbh = 32 * 64;
+  CHECK(mha - gqa == doctest::Approx(2 * 2 * sbh * (1 - 2.0 / 8)));  // K and V, 2 bytes each
+}
+
+TEST_CASE("FlashAttention: one fused kernel, no s x s scores in memory, the backward's extra Q K^T") {
+  const ModelSpec m = llama_like();
+  const TransformerWorkload standard = build_transformer_workload(m, bf16(32), single());
+  const TransformerWorkload flash = build_transformer_workload(m, bf16(32), single(ParallelPlan::Attention::flash));
+  const StepGraph& g = flash.workload.programs[0];
+  CHECK(count_label(g, "attn_flash") == 2);
+  CHECK(count_label(g, "attn_flash.bwd") == 2);
+  CHECK(count_label(g, "attn_softmax") == 0);
+  CHECK(count_label(g, "attn_scores") == 0);
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && c->kernel == Kernel::flash_attention) {
+      CHECK(kernel_class(c->kernel) == KernelClass::fused_attention);
+      const double passes = g[v].label == "attn_flash" ? 2 : 5;
+      CHECK(c->flops == doctest::Approx(2 * passes * 32 * 32 * 8 * 8));  // per (sequence, head): s^2 dh each
+      CHECK(c->bytes == doctest::Approx((passes == 2 ? 4 : 8) * 32 * 8 * 2 * 8));  // Q K V O (+ grads), no scores
+    }
+  // FLOPs: forward the same as the two GEMMs; backward 5 GEMMs instead of 4: one more s^2 dh per pair.
+  CHECK(flash.model_flops - standard.model_flops == doctest::Approx(2 * 2 * 32 * 32 * 8 * 8));
+  // Memory: the 5 a s^2 b bytes of scores, mask and dropout output give way to a 4-byte
+  // log-sum-exp per row.
+  const double a = 8, s = 32;
+  CHECK(layer_activation_bytes(m, bf16(32), single()) - layer_activation_bytes(m, bf16(32), single(ParallelPlan::Attention::flash)) ==
+        doctest::Approx(5 * a * s * s - 4 * a * s));
+}
+
+TEST_CASE("FlashAttention's cost: flops over the device peak times its published efficiency, refused when none is given") {
+  DeviceProfile d;
+  d.name = "gpu";
+  d.peak_flops_per_s = {{Precision::fp16, 1e15}};
+  d.gemm_efficiency = {{Precision::fp16, 0.8}};
+  d.flash_attention_efficiency = {{Precision::fp16, 0.5}};
+  d.memory_bandwidth_Bps = 1e12;
+  d.optimizer_memory_bandwidth_Bps = 1e12;
+  const KernelShape shape{{4096, 128, 5}, 64};
+  const NominalWork w = nominal_work(Kernel::flash_attention, shape, Precision::fp16);
+  const ComputeWork c{Kernel::flash_attention, Precision::fp16, w.flops, w.bytes, shape};
+  CHECK(RooflineCostModel(d).compute_time_s(c) == doctest::Approx(w.flops / (1e15 * 0.5)));
+  d.flash_attention_efficiency.clear();
+  CHECK_THROWS_AS(RooflineCostModel(d).compute_time_s(c), std::invalid_argument);
+}
+
+TEST_CASE("uneven pipeline stages as Llama 3: one layer fewer on the first and the last stage") {
+  ParallelPlan p;
+  p.pipeline = 16;
+  std::vector<int> counts;
+  for (int s = 0; s < 16; ++s) counts.push_back(layers_on_stage(126, p, s));
+  CHECK(counts == std::vector<int>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7});
+  p.pipeline = 4;
+  CHECK(layers_on_stage(9, p, 0) == 2);  // 3 each, shortfall 3: first, last, second
+  CHECK(layers_on_stage(9, p, 3) == 2);
+  CHECK(layers_on_stage(9, p, 1) == 2);
+  CHECK(layers_on_stage(9, p, 2) == 3);
+  CHECK(first_layer_of_stage(9, p, 3) == 7);
+  // The step graph: every layer once, in order over the stages.
+  ModelSpec m = llama_like();
+  m.layers = 9;
+  p.micro_batch = 1;
+  p.global_batch = 4;
+  const TransformerWorkload tw = build_transformer_workload(m, bf16(32), p);
+  int layers = 0;
+  for (int s = 0; s < 4; ++s) layers += count_label(tw.workload.programs[s], "attn_qkv");
+  CHECK(layers == 9 * 4);  // 4 micro-batches
+  CHECK(count_label(tw.workload.programs[2], "attn_qkv") == 3 * 4);
+  // Interleaving needs equal chunks.
+  p.schedule = PipelineSchedule::interleaved;
+  p.virtual_stages = 2;
+  CHECK_THROWS_AS(build_transformer_workload(m, bf16(32), p), std::invalid_argument);
+}
