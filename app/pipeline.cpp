@@ -6,10 +6,38 @@
 #include "sim/cost_model.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/network_factory.hpp"
+#include "topologies/torus.hpp"
 
 namespace exasim {
 
 namespace {
+// A convolutional network's workload (models/convnet.hpp) into the prediction.
+void build_convnet(const Scenario& sc, Prediction& p) {
+  ConvNetWorkload cw;
+  try {
+    cw = build_convnet_workload(sc.model.convnet, sc.training.precision, sc.parallel, sc.machine.cores_per_device);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(sc.file, "/plan", e.what());
+  }
+  p.workload = std::move(cw.workload);
+  p.ranks = p.workload.rank_count;
+  p.parameters = cw.parameters;
+  p.executed_flops = cw.executed_flops;
+  p.model_flops = cw.model_flops;
+  p.images_per_s = cw.images_per_step;  // divided by the step time below
+  p.memory = cw.memory;
+}
+
+// Refuses a plan whose memory per device exceeds the device's, with its numbers.
+void check_fits(const Scenario& sc, const Prediction& p) {
+  if (auto short_by = memory_shortfall(p.memory, sc.machine.memory_bytes, sc.machine.device_word()))
+    throw DoesNotFitError(fmt::format(
+        "{}: /plan: the plan does not fit: {} (pipeline stage {}: parameters {:.1f}, gradients {:.1f}, "
+        "optimizer state {:.1f}, activations {:.1f}, embedding and logits {:.1f}, communication buffers {:.1f} GB)",
+        sc.file, *short_by, p.memory.stage, p.memory.parameters_bytes / 1e9, p.memory.gradients_bytes / 1e9,
+        p.memory.optimizer_state_bytes / 1e9, p.memory.activations_bytes / 1e9, p.memory.embedding_logits_bytes / 1e9,
+        p.memory.communication_buffers_bytes / 1e9));
+}
 
 // Refuses, before anything is built, a plan whose step graph would exceed the limit.
 void check_graph_size(const Scenario& sc, const PredictOptions& o) {
@@ -48,7 +76,10 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   const Network& net = *network;
   const ProfileCostModel cost(device_profile_of(m), o.host);
   p.cost_model = cost.describe();
-  if (sc.plan_kind == Scenario::PlanKind::moda) {
+  if (sc.model.is_convnet()) {
+    build_convnet(sc, p);
+    if (!o.memory_only) check_fits(sc, p);
+  } else if (sc.plan_kind == Scenario::PlanKind::moda) {
     MoeWorkload mw;
     try {
       mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
@@ -87,15 +118,10 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     p.memory = tw.memory;
     if (!sc.model.dense()) p.moe = tw.moe;
     // A plan that does not fit is refused with its numbers, never simulated as if it fitted.
-    if (!o.memory_only)
-      if (auto short_by = memory_shortfall(p.memory, m.memory_bytes, m.device_word()))
-        throw DoesNotFitError(fmt::format(
-            "{}: /plan: the plan does not fit: {} (pipeline stage {}: parameters {:.1f}, gradients {:.1f}, "
-            "optimizer state {:.1f}, activations {:.1f}, embedding and logits {:.1f}, communication buffers {:.1f} GB)",
-            sc.file, *short_by, p.memory.stage, p.memory.parameters_bytes / 1e9, p.memory.gradients_bytes / 1e9,
-            p.memory.optimizer_state_bytes / 1e9, p.memory.activations_bytes / 1e9,
-            p.memory.embedding_logits_bytes / 1e9, p.memory.communication_buffers_bytes / 1e9));
+    if (!o.memory_only) check_fits(sc, p);
   }
+  // On a torus, collectives run as the pod's hardware runs them (2-D torus algorithm, all-to-alls at once).
+  if (m.family == "torus") adopt_torus_collectives(p.workload, dynamic_cast<const TorusNetwork&>(net));
   if (o.memory_only) return p;
   EngineOptions opt;
   opt.fidelity = sc.fidelity;
@@ -113,6 +139,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;
   p.model_pflops = p.model_flops / p.step_time_s / 1e15;
   p.tokens_per_s /= p.step_time_s;
+  p.images_per_s /= p.step_time_s;
   return p;
 }
 
@@ -154,6 +181,30 @@ nlohmann::json machine_json(const MachineSpec& m) {
 }
 }  // namespace
 
+namespace {
+// A convolutional network's model, plan and training objects of the report.
+void convnet_report(const Prediction& p, nlohmann::json& r) {
+  const Scenario& sc = p.scenario;
+  const ConvNetSpec& c = sc.model.convnet;
+  r["model"] = {{"name", sc.model.name},
+                {"family", "resnet"},
+                {"stages", c.stage_blocks},
+                {"block", c.block == ResidualBlock::bottleneck ? "bottleneck" : "basic"},
+                {"base_width", c.base_width},
+                {"image_size", c.image_size},
+                {"classes", c.classes},
+                {"parameters", p.parameters}};
+  const ParallelPlan& pl = sc.parallel;
+  r["plan"] = {{"devices", pl.data},
+               {"global_batch", pl.global_batch},
+               {"images_per_device", pl.micro_batch},
+               {"cores_per_device", sc.machine.cores_per_device},
+               {"weight_update_sharding", pl.zero_stage == 1},
+               {"batch_norm_group", pl.batch_norm_group}};
+  r["training"] = {{"precision", to_string(sc.training.precision)}};
+}
+}  // namespace
+
 nlohmann::json report_json(const Prediction& p) {
   using nlohmann::json;
   const Scenario& sc = p.scenario;
@@ -171,7 +222,9 @@ nlohmann::json report_json(const Prediction& p) {
                 {"ffn", sc.model.ffn == ModelSpec::Ffn::swiglu ? "swiglu" : "gelu"},
                 {"tied_embeddings", sc.model.tied_embeddings},
                 {"parameters", p.parameters}};
-  if (p.moda) {
+  if (sc.model.is_convnet()) {
+    convnet_report(p, r);
+  } else if (p.moda) {
     r["plan"] = {{"layout", to_string(sc.plan.layout)},
                  {"nodes", sc.plan.nodes},
                  {"supernodes_used", p.moda->supernodes_used},
@@ -236,6 +289,7 @@ nlohmann::json report_json(const Prediction& p) {
   r["model_pflops"] = p.model_pflops;
   r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
   r["tokens_per_s"] = p.tokens_per_s;
+  if (sc.model.is_convnet()) r["images_per_s"] = p.images_per_s;
   const Breakdown& b = p.breakdown;
   const double tot = b.total_s() > 0 ? b.total_s() : 1;
   auto part = [&](double s) { return json{{"seconds", s}, {"share", s / tot}}; };
@@ -321,6 +375,16 @@ std::string summary_text(const Prediction& p) {
     s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
                      to_string(sc.training.precision), static_cast<long long>(sc.training.seq_len) * sc.training.micro_batch_per_node,
                      sc.training.micro_batches);
+  } else if (sc.model.is_convnet()) {
+    const ParallelPlan& pl = sc.parallel;
+    s += fmt::format("  machine    {} ({}): {} {}s, {} core(s) each\n", sc.machine.name, sc.machine.family,
+                     sc.machine.device_count(), sc.machine.device_word(), sc.machine.cores_per_device);
+    s += fmt::format("  model      {} ({:.4g} parameters, stages {})\n", sc.model.name, p.parameters,
+                     nlohmann::json(sc.model.convnet.stage_blocks).dump());
+    s += fmt::format("  plan       {} data-parallel replicas, global batch {} ({} images each), weight-update sharding "
+                     "{}, batch-norm group {}; {} precision\n",
+                     pl.data, pl.global_batch, pl.micro_batch, pl.zero_stage == 1 ? "on" : "off", pl.batch_norm_group,
+                     to_string(sc.training.precision));
   } else {
     const ParallelPlan& pl = sc.parallel;
     s += fmt::format("  machine    {} ({}): {} {}s\n", sc.machine.name, sc.machine.family, sc.machine.device_count(),
@@ -362,7 +426,10 @@ std::string summary_text(const Prediction& p) {
                    p.sustained_pflops);
   s += fmt::format("  model              {:.1f} PFLOPS (forward and backward GEMMs)\n", p.model_pflops);
   s += fmt::format("  model per device   {:.1f} TFLOPS\n", p.model_flops / p.step_time_s / p.ranks / 1e12);
-  s += fmt::format("  tokens             {:.4g} per second\n", p.tokens_per_s);
+  if (sc.model.is_convnet())
+    s += fmt::format("  images             {:.4g} per second\n", p.images_per_s);
+  else
+    s += fmt::format("  tokens             {:.4g} per second\n", p.tokens_per_s);
   const Breakdown& b = p.breakdown;
   const double t = b.total_s() > 0 ? b.total_s() : 1;
   s += "  where the time goes (slowest simulated rank):\n";

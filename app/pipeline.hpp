@@ -9,6 +9,7 @@
 
 #include "app/scenario.hpp"
 #include "costs/profile_cost_model.hpp"
+#include "models/convnet.hpp"
 #include "models/graph_size.hpp"
 #include "models/moe_transformer.hpp"
 #include "models/transformer.hpp"
@@ -41,6 +42,7 @@ struct Prediction {
   double sustained_pflops = 0;
   double model_pflops = 0;
   double tokens_per_s = 0;
+  double images_per_s = 0;  // convolutional networks (tokens_per_s stays 0)
 };
 
 struct PredictOptions {

@@ -459,7 +459,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   r.require_object(d, path, "a device object");
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
-                "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "sources"});
+                "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -470,6 +470,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.memory_bandwidth_Bps = r.required_ranged(d, path, "memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.optimizer_memory_bandwidth_Bps = r.required_ranged(d, path, "optimizer_memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);
+  s.cores_per_device = r.optional_int(d, path, "cores_per_device", 1);
   read_sources(r, d, path);
 }
 
@@ -593,10 +594,48 @@ MachineSpec read_machine(const Reader& r, const json& root) {
   return read_machine_object(r.nested(label, path), doc, "");
 }
 
+// The keys of a convolutional network's model object ("family": "resnet"), and of a transformer's.
+const std::vector<std::string> kConvNetKeys = {"stages", "block", "base_width", "image_size", "classes"};
+const std::vector<std::string> kTransformerKeys = {"layers", "d_model", "heads", "d_ff", "experts_per_layer",
+                                                   "top_k", "capacity_factor", "router", "vocab"};
+
+ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& path) {
+  for (const std::string& k : kTransformerKeys)
+    if (Reader::find(m, k))
+      r.fail(child(path, k), "a transformer key in a convolutional network (\"family\": \"resnet\"; expected one "
+                             "of: name, family, stages, block, base_width, image_size, classes)");
+  r.check_keys(m, path, {"name", "family", "stages", "block", "base_width", "image_size", "classes"});
+  r.enum_value(m, path, "family", {"resnet"}, -1);
+  ModelSpec s;
+  s.name = r.required_string(m, path, "name");
+  const std::string sp = child(path, "stages");
+  const json& st = r.require(m, path, "stages", "a list of blocks per stage, e.g. [3, 4, 6, 3]");
+  if (!st.is_array() || st.empty())
+    r.fail(sp, "expected a non-empty list of blocks per stage (positive integers, e.g. [3, 4, 6, 3]), got " + describe(st));
+  for (size_t i = 0; i < st.size(); ++i) s.convnet.stage_blocks.push_back(r.integer(st[i], sp + "/" + std::to_string(i)));
+  s.convnet.block = r.enum_value(m, path, "block", {"bottleneck", "basic"}, 0) == 0 ? ResidualBlock::bottleneck
+                                                                                   : ResidualBlock::basic;
+  s.convnet.base_width = r.optional_int(m, path, "base_width", 64);
+  s.convnet.image_size = r.optional_int(m, path, "image_size", 224);
+  s.convnet.classes = r.optional_int(m, path, "classes", 1000);
+  const long long down = 4LL << (s.convnet.stage_blocks.size() - 1);  // stem (4) and a halving per later stage
+  if (s.convnet.image_size < down)
+    r.fail(child(path, "image_size"), "expected at least " + std::to_string(down) + " pixels: the stem and " +
+                                          std::to_string(s.convnet.stage_blocks.size() - 1) +
+                                          " down-sampling stages halve it to less than one");
+  return s;
+}
+
 ModelSpec read_model(const Reader& r, const json& root) {
   const std::string path = "/model";
   const json& m = r.require(root, "", "model", "a model object");
   r.require_object(m, path, "a model object");
+  if (Reader::find(m, "family")) return read_convnet_model(r, m, path);
+  for (const std::string& k : kConvNetKeys)
+    if (Reader::find(m, k))
+      r.fail(child(path, k), "a convolutional-network key in a transformer model (a convolutional network says "
+                             "\"family\": \"resnet\"; a transformer takes: name, layers, d_model, heads, d_ff, "
+                             "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
                         "vocab", "kv_heads", "ffn", "tied_embeddings"});
   ModelSpec s;
@@ -661,6 +700,54 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
                                                                                           : GradSync::overlap;
   return s;
+}
+
+// A convolutional network's training object: the precision alone (images live in the plan).
+TrainingSpec read_convnet_training(const Reader& r, const json& root) {
+  const std::string path = "/training";
+  const json& t = r.require(root, "", "training", "a training object");
+  r.require_object(t, path, "a training object");
+  r.check_keys(t, path, {"precision"});
+  TrainingSpec s;
+  s.precision = r.enum_value(t, path, "precision", {"fp32", "fp16"}, -1) == 0 ? PrecisionPolicy::fp32 : PrecisionPolicy::fp16;
+  return s;
+}
+
+// A convolutional network's plan: data-parallel replicas (devices), the global batch of images,
+// weight-update sharding (MLPerf v0.6; zero_stage 1) and the distributed batch-norm group.
+ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
+  const std::string path = "/plan";
+  const json& p = r.require(root, "", "plan", "a plan object");
+  r.require_object(p, path, "a plan object");
+  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group"});
+  ParallelPlan s;
+  s.data = r.required_int(p, path, "devices");
+  s.global_batch = r.required_int(p, path, "global_batch");
+  if (s.global_batch % s.data != 0)
+    r.fail(child(path, "global_batch"), "expected a multiple of devices (" + std::to_string(s.data) + "), got " +
+                                            std::to_string(s.global_batch));
+  s.micro_batch = s.global_batch / s.data;
+  if (Reader::find(p, "weight_update_sharding"))
+    s.zero_stage = r.required_annotated_bool(p, path, "weight_update_sharding") ? 1 : 0;
+  s.batch_norm_group = r.optional_int(p, path, "batch_norm_group", 1);
+  if (s.data % s.batch_norm_group != 0)
+    r.fail(child(path, "batch_norm_group"), "expected a divisor of devices (" + std::to_string(s.data) + "), got " +
+                                                std::to_string(s.batch_norm_group));
+  return s;
+}
+
+void validate_convnet(const Reader& r, const Scenario& s) {
+  const ParallelPlan& p = s.parallel;
+  if (p.data > s.machine.device_count())
+    r.fail("/plan/devices", "expected at most the machine's " + std::to_string(s.machine.device_count()) + " " +
+                                s.machine.device_word() + "s, got " + std::to_string(p.data));
+  const int cores = s.machine.cores_per_device;
+  if (p.micro_batch % cores != 0)
+    r.fail("/plan/global_batch", "expected the images per " + s.machine.device_word() + " (" +
+                                     std::to_string(p.micro_batch) + ") to split over its " + std::to_string(cores) +
+                                     " cores");
+  if (s.training.precision == PrecisionPolicy::fp16 && !s.machine.peak_flops_per_s.count(Precision::fp16))
+    r.fail("/training/precision", "expected \"fp32\": machine " + quoted(s.machine.name) + " gives no fp16 peak");
 }
 
 PlanSpec read_plan(const Reader& r, const json& root) {
@@ -1008,6 +1095,14 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   s.description = r.optional_string(root, "", "description");
   s.machine = read_machine(r, root);
   s.model = read_model(r, root);
+  if (s.model.is_convnet()) {
+    s.plan_kind = Scenario::PlanKind::general;
+    s.training = read_convnet_training(r, root);
+    s.parallel = read_convnet_plan(r, root);
+    s.fidelity = read_engine(r, root);
+    validate_convnet(r, s);
+    return s;
+  }
   const json* plan = Reader::find(root, "plan");
   const bool general = plan && plan->is_object() && !plan->contains("layout");
   s.training = read_training(r, root, general);

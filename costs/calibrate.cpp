@@ -36,6 +36,14 @@ std::vector<KernelShape> grid_shapes(const std::vector<std::vector<double>>& axe
 
 }  // namespace
 
+// im2col and pool over output pixels x channels x window (a 1 x 1 strided convolution's single tap,
+// a 3 x 3 window, a 7 x 7 window), batch norm over pixels x channels.
+void add_convnet_axes(CalibrationPlan& p, const std::vector<double>& pixels, const std::vector<double>& channels) {
+  p.axes[Kernel::im2col] = {pixels, channels, {1, 9, 49}};
+  p.axes[Kernel::pool] = {pixels, channels, {9, 49}};
+  p.axes[Kernel::batch_norm] = {pixels, channels};
+}
+
 size_t CalibrationPlan::samples() const {
   size_t n = 0;
   for (const auto& [k, ax] : axes) n += grid_shapes(ax).size() * profiled_precisions(k).size();
@@ -58,6 +66,7 @@ CalibrationPlan quick_calibration() {
   p.axes[Kernel::layer_norm] = {powers(256, 262144, 32), powers(16, 8192, 8)};
   p.axes[Kernel::gate_topk] = {powers(256, 262144, 32), powers(16, 4096, 16), {1, 2}};
   p.axes[Kernel::token_permute] = {powers(256, 262144, 32), powers(128, 8192, 8)};
+  add_convnet_axes(p, powers(256, 262144, 32), powers(16, 2048, 8));
   const auto n = powers(4096, 268435456, 16);  // 2^12 .. 2^28 elements
   p.axes[Kernel::gelu] = {n};
   p.axes[Kernel::residual_add] = {n};
@@ -77,6 +86,7 @@ CalibrationPlan full_calibration() {
   p.axes[Kernel::layer_norm] = {powers(64, 262144, 8), powers(16, 16384, 4)};
   p.axes[Kernel::gate_topk] = {powers(64, 262144, 8), powers(16, 16384, 4), {1, 2, 4}};
   p.axes[Kernel::token_permute] = {powers(64, 262144, 8), powers(64, 16384, 4)};
+  add_convnet_axes(p, powers(64, 262144, 8), powers(16, 4096, 4));
   const auto n = powers(1024, 268435456, 4);  // 2^10 .. 2^28 elements
   p.axes[Kernel::gelu] = {n};
   p.axes[Kernel::residual_add] = {n};

@@ -25,6 +25,8 @@ struct CalibrationPlan {
 // on a coarse grid, loose stopping rule: under 2 minutes on 2 cores. full: a finer grid and the
 // default stopping rule (a benchmark: tools/bench --calibrate).
 CalibrationPlan quick_calibration();
+// The convolutional kernels' grids (im2col, pool, batch_norm), shared by both plans.
+void add_convnet_axes(CalibrationPlan& p, const std::vector<double>& pixels, const std::vector<double>& channels);
 CalibrationPlan full_calibration();
 
 // Called after each grid point: what was measured, how many are done, how many in all.

@@ -35,6 +35,9 @@ const char* to_string(Kernel k) {
     case Kernel::gate_topk: return "gate_topk";
     case Kernel::token_permute: return "token_permute";
     case Kernel::adam: return "adam";
+    case Kernel::im2col: return "im2col";
+    case Kernel::batch_norm: return "batch_norm";
+    case Kernel::pool: return "pool";
     case Kernel::host_copy: return "host_copy";
     case Kernel::host_adam: return "host_adam";
     case Kernel::flash_attention: return "flash_attention";
@@ -84,10 +87,13 @@ bool is_host_class(KernelClass c) { return c == KernelClass::host_link || c == K
 int shape_rank(Kernel k) {
   switch (k) {
     case Kernel::gemm:
+    case Kernel::im2col:
+    case Kernel::pool:
     case Kernel::gate_topk:
     case Kernel::flash_attention: return 3;
     case Kernel::softmax:
     case Kernel::layer_norm:
+    case Kernel::batch_norm:
     case Kernel::token_permute: return 2;
     default: return 1;
   }
@@ -98,9 +104,12 @@ std::array<const char*, 3> shape_axis_names(Kernel k) {
     case Kernel::gemm: return {"m", "n", "k"};
     case Kernel::gate_topk: return {"tokens", "experts", "k"};
     case Kernel::token_permute: return {"tokens", "d_model", ""};
+    case Kernel::im2col:
+    case Kernel::pool: return {"pixels", "channels", "window"};
     case Kernel::flash_attention: return {"seq", "head_dim", "passes"};
     case Kernel::softmax:
-    case Kernel::layer_norm: return {"rows", "cols", ""};
+    case Kernel::layer_norm:
+    case Kernel::batch_norm: return {"rows", "cols", ""};
     default: return {"elements", "", ""};
   }
 }
@@ -128,6 +137,12 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::token_permute: return {0, 2 * a * b * e + 4 * a};
     // fp32 master params, grads, two moments: 4 reads and 3 writes of 4 bytes
     case Kernel::adam: return {12 * a, 28 * a};
+    // each window tap's row read, the patch matrix written
+    case Kernel::im2col: return {0, 2 * a * b * c * e};
+    // statistics pass (read), normalise-scale-shift-ReLU pass (read, write); scale and shift
+    case Kernel::batch_norm: return {8 * a * b, (3 * a * b + 2 * b) * e};
+    // each window tap's row read, the maximum written
+    case Kernel::pool: return {a * b * c, (a * b * c + a * b) * e};
     // a copy: each value crosses the host link once
     case Kernel::host_copy: return {0, a * e};
     // as adam, on the host (see models/transformer.cpp for the offloaded step's byte count)

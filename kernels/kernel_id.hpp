@@ -35,6 +35,10 @@ enum class Kernel {
   gate_topk,      // MoE gate: per token (row) the top-k of `experts` scores, with a softmax over them
   token_permute,  // MoE dispatch/combine: gather the rows of a tokens x d_model matrix by an index
   adam,           // Adam update of `elements` parameters (fp32 params, grads and moments)
+  // Convolutional networks (channels last, NHWC): a convolution is im2col + GEMM.
+  im2col,         // gather `window` input rows of `channels` values for each of `pixels` output pixels
+  batch_norm,     // per-channel batch norm (statistics over `rows` pixels) with its ReLU, rows x cols
+  pool,           // max over `window` input rows of `channels` values for each of `pixels` output pixels
   // Optimizer offload (ZeRO-Offload, M6-10T): not device kernels, so not in all_kernels (never
   // run, sampled or calibrated); the cost model times them by bytes / bandwidth alone.
   host_copy,      // `elements` values copied between the device and the host over the host link
@@ -46,13 +50,14 @@ enum class Kernel {
   flash_attention,
 };
 // The device kernels (what kernels/ runs and the host profile measures).
-inline constexpr std::array<Kernel, 8> all_kernels = {Kernel::gemm,         Kernel::softmax,   Kernel::layer_norm,
-                                                      Kernel::gelu,         Kernel::residual_add, Kernel::gate_topk,
-                                                      Kernel::token_permute, Kernel::adam};
+inline constexpr std::array<Kernel, 11> all_kernels = {
+    Kernel::gemm,          Kernel::softmax, Kernel::layer_norm, Kernel::gelu,       Kernel::residual_add, Kernel::gate_topk,
+    Kernel::token_permute, Kernel::adam,    Kernel::im2col,     Kernel::batch_norm, Kernel::pool};
 
 // The shape a kernel runs on. dims by kernel:
 //   gemm:                             {m, n, k}, and batch
-//   softmax, layer_norm:              {rows, cols}
+//   softmax, layer_norm, batch_norm:  {rows, cols}
+//   im2col, pool:                     {pixels, channels, window}
 //   gate_topk:                        {tokens, experts, k}
 //   token_permute:                    {tokens, d_model}
 //   gelu, residual_add, adam:         {elements}

@@ -231,6 +231,60 @@ class TokenPermuteRun final : public KernelRun {
   HostVector<T> y_;
 };
 
+// The rows a window of a convolution or pooling reads for each output pixel: tap k of pixel p
+// is the input row (p + k % side + (k / side) * 64) mod pixels, a square window (side x side)
+// on an image 64 pixels wide, so that consecutive pixels and taps reuse rows as real ones do.
+HostVector<std::int32_t> window_index(std::int64_t pixels, std::int64_t window) {
+  HostVector<std::int32_t> v(static_cast<std::size_t>(pixels * window));
+  std::int64_t side = 1;
+  while (side * side < window) ++side;
+  for (std::int64_t p = 0; p < pixels; ++p)
+    for (std::int64_t k = 0; k < window; ++k)
+      v[std::size_t(p * window + k)] = std::int32_t((p + k % side + (k / side) * 64) % pixels);
+  return v;
+}
+
+template <class T>
+class WindowRun final : public KernelRun {  // im2col and pool
+ public:
+  WindowRun(Kernel k, const KernelShape& s, Precision p)
+      : KernelRun(k, s, p), x_(filled<T>(s.dims[0] * s.dims[1], 17, -1, 1)), index_(window_index(s.dims[0], s.dims[2])),
+        y_(std::size_t(k == Kernel::im2col ? s.dims[0] * s.dims[1] * s.dims[2] : s.dims[0] * s.dims[1])) {
+    add_bytes(bytes_of(x_) + bytes_of(index_) + bytes_of(y_));
+  }
+  void run() override {
+    if (kernel() == Kernel::im2col)
+      im2col_rows(x_.data(), index_.data(), y_.data(), shape().dims[0], shape().dims[1], shape().dims[2]);
+    else
+      max_pool_rows(x_.data(), index_.data(), y_.data(), shape().dims[0], shape().dims[1], shape().dims[2]);
+  }
+  std::vector<Buffer> buffers() const override { return {view("x", x_), view("index", index_), view("y", y_)}; }
+
+ private:
+  HostVector<T> x_;
+  HostVector<std::int32_t> index_;
+  HostVector<T> y_;
+};
+
+template <class T>
+class BatchNormRun final : public KernelRun {
+ public:
+  BatchNormRun(const KernelShape& s, Precision p)
+      : KernelRun(Kernel::batch_norm, s, p), x_(filled<T>(s.dims[0] * s.dims[1], 18, -2, 2)),
+        gamma_(filled<T>(s.dims[1], 19, 0.5, 1.5)), beta_(filled<T>(s.dims[1], 20, -0.1, 0.1)), y_(x_.size()) {
+    add_bytes(bytes_of(x_) + bytes_of(gamma_) + bytes_of(beta_) + bytes_of(y_));
+  }
+  void run() override {
+    batch_norm_relu(x_.data(), gamma_.data(), beta_.data(), y_.data(), shape().dims[0], shape().dims[1], T(1e-5));
+  }
+  std::vector<Buffer> buffers() const override {
+    return {view("x", x_), view("gamma", gamma_), view("beta", beta_), view("y", y_)};
+  }
+
+ private:
+  HostVector<T> x_, gamma_, beta_, y_;
+};
+
 class AdamRun final : public KernelRun {
  public:
   AdamRun(const KernelShape& s, Precision p)
@@ -258,6 +312,9 @@ std::unique_ptr<KernelRun> make_typed(Kernel k, const KernelShape& s, Precision 
     case Kernel::gate_topk: return std::make_unique<GateTopkRun<T>>(s, p);
     case Kernel::token_permute: return std::make_unique<TokenPermuteRun<T>>(s, p);
     case Kernel::adam: return std::make_unique<AdamRun>(s, p);
+    case Kernel::im2col:
+    case Kernel::pool: return std::make_unique<WindowRun<T>>(k, s, p);
+    case Kernel::batch_norm: return std::make_unique<BatchNormRun<T>>(s, p);
     case Kernel::host_copy:
     case Kernel::host_adam:  // data movement off the device: no kernel to run
     case Kernel::flash_attention:  // FlashAttention: costed from its device file, not run on the host
@@ -297,6 +354,10 @@ void check_shape(Kernel k, const KernelShape& s) {
       break;
     case Kernel::token_permute:
       if (s.dims[0] > kInt32Max) fail("tokens over the int32 index limit");
+      break;
+    case Kernel::im2col:
+    case Kernel::pool:
+      if (s.dims[0] * s.dims[2] > kInt32Max) fail("pixels x window over the int32 index limit");
       break;
     default: break;
   }

@@ -5,9 +5,11 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 // The compute-heavy kernels (exp, tanh, sqrt per element) are also compiled for AVX2 with FMA
 // (x86-64-v3), picked at load time when the CPU has it: in baseline SSE2 code GELU and softmax
@@ -192,6 +194,56 @@ void token_permute(const T* x, const std::int32_t* index, T* y, std::int64_t tok
   }
 }
 
+template <class T>
+void im2col_rows(const T* x, const std::int32_t* index, T* y, std::int64_t pixels, std::int64_t channels,
+                 std::int64_t window) {
+  for (std::int64_t i = 0; i < pixels * window; ++i) {
+    const T* __restrict src = x + std::int64_t(index[i]) * channels;
+    T* __restrict dst = y + i * channels;
+    for (std::int64_t j = 0; j < channels; ++j) dst[j] = src[j];
+  }
+}
+
+template <class T>
+EXASIM_HOST_CLONES void batch_norm_relu(const T* x, const T* gamma, const T* beta, T* y, std::int64_t rows,
+                                        std::int64_t cols, T eps) {
+  std::vector<T> sum(std::size_t(cols), T(0)), sq(std::size_t(cols), T(0));
+  T* __restrict s = sum.data();
+  T* __restrict q = sq.data();
+  for (std::int64_t r = 0; r < rows; ++r) {  // statistics pass
+    const T* __restrict xr = x + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      s[j] += xr[j];
+      q[j] += xr[j] * xr[j];
+    }
+  }
+  for (std::int64_t j = 0; j < cols; ++j) {  // per channel: scale and shift
+    const T mean = s[j] / T(rows);
+    const T inv = T(1) / std::sqrt(std::max(T(0), q[j] / T(rows) - mean * mean) + eps);
+    s[j] = gamma[j] * inv;
+    q[j] = beta[j] - mean * gamma[j] * inv;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {  // normalise, scale, shift, ReLU
+    const T* __restrict xr = x + r * cols;
+    T* __restrict yr = y + r * cols;
+    for (std::int64_t j = 0; j < cols; ++j) yr[j] = std::max(T(0), xr[j] * s[j] + q[j]);
+  }
+}
+
+template <class T>
+void max_pool_rows(const T* x, const std::int32_t* index, T* y, std::int64_t pixels, std::int64_t channels,
+                   std::int64_t window) {
+  for (std::int64_t p = 0; p < pixels; ++p) {
+    T* __restrict dst = y + p * channels;
+    const T* __restrict first = x + std::int64_t(index[p * window]) * channels;
+    for (std::int64_t j = 0; j < channels; ++j) dst[j] = first[j];
+    for (std::int64_t k = 1; k < window; ++k) {
+      const T* __restrict src = x + std::int64_t(index[p * window + k]) * channels;
+      for (std::int64_t j = 0; j < channels; ++j) dst[j] = std::max(dst[j], src[j]);
+    }
+  }
+}
+
 void adam_step(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamHyper& h, std::int64_t step) {
   if (step < 1) throw std::invalid_argument("adam_step: step counts from 1");
   float* __restrict pi = p;
@@ -230,7 +282,10 @@ std::string blas_description() {
   template void gelu<T>(const T*, T*, std::int64_t);                                                           \
   template void residual_add<T>(const T*, const T*, T*, std::int64_t);                                         \
   template void gate_topk<T>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int32_t*, T*);           \
-  template void token_permute<T>(const T*, const std::int32_t*, T*, std::int64_t, std::int64_t);
+  template void token_permute<T>(const T*, const std::int32_t*, T*, std::int64_t, std::int64_t);              \
+  template void im2col_rows<T>(const T*, const std::int32_t*, T*, std::int64_t, std::int64_t, std::int64_t); \
+  template void batch_norm_relu<T>(const T*, const T*, const T*, T*, std::int64_t, std::int64_t, T);        \
+  template void max_pool_rows<T>(const T*, const std::int32_t*, T*, std::int64_t, std::int64_t, std::int64_t);
 EXASIM_INSTANTIATE(float)
 EXASIM_INSTANTIATE(double)
 #undef EXASIM_INSTANTIATE

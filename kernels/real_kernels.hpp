@@ -65,6 +65,23 @@ void gate_topk(const T* scores, std::int64_t tokens, std::int64_t experts, std::
 template <class T>
 void token_permute(const T* x, const std::int32_t* index, T* y, std::int64_t tokens, std::int64_t d_model);
 
+// im2col: y[(p * window + k), :] = x[index[p * window + k], :] (rows of `channels` values): the
+// patch matrix of a convolution, each output pixel's window taps side by side.
+template <class T>
+void im2col_rows(const T* x, const std::int32_t* index, T* y, std::int64_t pixels, std::int64_t channels,
+                 std::int64_t window);
+
+// Batch norm with its ReLU over rows x cols (rows = pixels of the batch, cols = channels):
+// per column the mean and biased variance over the rows, then y = max(0, (x - mean) /
+// sqrt(var + eps) * gamma + beta).
+template <class T>
+void batch_norm_relu(const T* x, const T* gamma, const T* beta, T* y, std::int64_t rows, std::int64_t cols, T eps);
+
+// Max pooling: y[p, :] = max over k < window of x[index[p * window + k], :].
+template <class T>
+void max_pool_rows(const T* x, const std::int32_t* index, T* y, std::int64_t pixels, std::int64_t channels,
+                   std::int64_t window);
+
 // Adam (no weight decay), in place over n fp32 parameters p with gradients g and moments m, v:
 // m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 // p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps).   step counts from 1.
@@ -115,7 +132,8 @@ class KernelRun {
   // The buffers, for tests and checks: name, address, element count and element type.
   //   gemm: a, b, c (batch products one after the other); softmax, gelu: x, y;
   //   layer_norm: x, gamma, beta, y; residual_add: a, b, y; gate_topk: scores, index, weight;
-  //   token_permute: x, index, y; adam: p, g, m, v (fp32).
+  //   token_permute: x, index, y; adam: p, g, m, v (fp32); im2col, pool: x, index, y;
+  //   batch_norm: x, gamma, beta, y.
   enum class Element { fp32, fp64, int32 };
   struct Buffer {
     std::string name;

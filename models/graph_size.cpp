@@ -19,6 +19,13 @@ constexpr double kOpsPerProgramFixed = 64;
 GraphSizeEstimate estimate_graph_size(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
   (void)t;
   GraphSizeEstimate e;
+  if (m.is_convnet()) {  // models/convnet.hpp: at most 9 layers a residual block (with its projection),
+    double blocks = 0;   // at most 10 ops a layer forward and backward (with distributed batch norm)
+    for (int b : m.convnet.stage_blocks) blocks += b;
+    e.ops_per_rank = (blocks * 9 + 8) * 10 + kOpsPerProgramFixed;
+    e.ranks = plan.data;
+    return e;
+  }
   const double pipeline = plan.pipeline, chunks = plan.virtual_stages;
   const double layers_per_device = double(m.layers) / pipeline;
   const double micro_batches = double(plan.global_batch) / (double(plan.micro_batch) * plan.data);

@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "models/convnet_spec.hpp"
 #include "sim/step_graph.hpp"
 
 namespace exasim {
@@ -33,6 +34,9 @@ struct ModelSpec {
   bool dropless() const { return capacity_factor == 0; }
   RouterSpec router;             // general plans: tokens over an expert's capacity are dropped
   int vocab = 0;                 // 0: embedding and logits not modelled (BaGuaLu's MoDa models)
+  // "family": "resnet": a convolutional network (models/convnet.hpp); the transformer fields stay unset.
+  ConvNetSpec convnet;
+  bool is_convnet() const { return !convnet.empty(); }
   // Grouped-query attention (Ainslie et al. 2023): kv_heads key/value heads shared by groups of
   // the query heads; 0 means kv_heads = heads (multi-head), 1 multi-query.
   int kv_heads = 0;

@@ -69,7 +69,10 @@ struct ParallelPlan {
   Attention attention = Attention::standard;
   bool offload_optimizer = false;  // optimizer state and update in host memory (M6-10T)
   int micro_batch = 1;       // sequences per micro-batch per pipeline (per data-parallel replica)
-  int global_batch = 1;      // sequences per step, all replicas
+  int global_batch = 1;      // sequences per step, all replicas (images, for a convolutional network)
+  // Convolutional networks: replicas (consecutive ranks) whose batch norm shares its statistics
+  // (distributed batch normalization; 1: each replica's own).
+  int batch_norm_group = 1;
   // Innermost first: the first dimension's ranks are adjacent devices (inside a node).
   std::vector<ParallelDim> placement = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline};
 

@@ -12,16 +12,25 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
   const bool a2a = kind == CollectiveKind::all_to_all;
   if (a2a && algorithm == CollectiveAlgorithm::ring)
     throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise, direct or hierarchical)");
-  if (algorithm == CollectiveAlgorithm::hierarchical && (block_ < 1 || n_ % block_ != 0))
-    throw std::invalid_argument(std::string("hierarchical ") + to_string(kind) + ": block size " + std::to_string(block_) +
-                                " does not divide the group size " + std::to_string(n_));
+  const bool blocked = algorithm == CollectiveAlgorithm::hierarchical || algorithm == CollectiveAlgorithm::torus_2d;
+  if (blocked && (block_ < 1 || n_ % block_ != 0))
+    throw std::invalid_argument(std::string(to_string(algorithm)) + " " + to_string(kind) + ": block size " +
+                                std::to_string(block_) + " does not divide the group size " + std::to_string(n_));
+  if (a2a && algorithm == CollectiveAlgorithm::torus_2d)
+    throw std::invalid_argument("all_to_all has no torus_2d algorithm (use direct: every flow at once on the torus routes)");
   const bool hierarchical_all_reduce =
       kind == CollectiveKind::all_reduce && algorithm == CollectiveAlgorithm::hierarchical;
-  if (!a2a && algorithm != CollectiveAlgorithm::ring && !hierarchical_all_reduce)
-    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring algorithm" +
+  if (!a2a && algorithm != CollectiveAlgorithm::ring && algorithm != CollectiveAlgorithm::torus_2d &&
+      !hierarchical_all_reduce)
+    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring and torus_2d algorithms" +
                                 (kind == CollectiveKind::all_reduce ? " and hierarchical" : ""));
   if (n_ == 1) {
     steps_ = 0;
+    return;
+  }
+  if (algorithm == CollectiveAlgorithm::torus_2d) {
+    const int x_steps = block_ - 1, y_steps = n_ / block_ - 1;
+    steps_ = kind == CollectiveKind::all_reduce ? 2 * (x_steps + y_steps) : x_steps + y_steps;
     return;
   }
   switch (kind) {
@@ -38,10 +47,43 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
   }
 }
 
+bool CollectiveSchedule::torus_step_along_block(int k) const {
+  const int x_steps = block_ - 1, y_steps = n_ / block_ - 1;
+  switch (kind_) {
+    case CollectiveKind::all_reduce: return k < x_steps || k >= x_steps + 2 * y_steps;
+    case CollectiveKind::reduce_scatter: return k < x_steps;
+    default: return k >= y_steps;  // all_gather: the other dimension first, the block's last
+  }
+}
+
+// One step of the 2-D torus algorithm: half of the step's share goes to the next member of the
+// ring (the + way round), half to the previous one (the - way); a ring of two sends it whole.
+void CollectiveSchedule::torus_step(int m, int k, CollectiveStep& out) const {
+  const int L = block_, D = n_ / L, b = m / L, j = m % L;
+  const bool along_block = torus_step_along_block(k);
+  const int ring = along_block ? L : D;
+  const double share = along_block ? bytes_ / L : bytes_ / L / D;
+  const int next = along_block ? b * L + (j + 1) % L : ((b + 1) % D) * L + j;
+  const int prev = along_block ? b * L + (j + L - 1) % L : ((b + D - 1) % D) * L + j;
+  if (ring == 2) {
+    out.sends.push_back({next, share});
+    out.recv_from.push_back(next);
+    return;
+  }
+  out.sends.push_back({next, share / 2});
+  out.sends.push_back({prev, share / 2});
+  out.recv_from.push_back(prev);
+  out.recv_from.push_back(next);
+}
+
 void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   out.sends.clear();
   out.recv_from.clear();
   const double chunk = bytes_ / n_;
+  if (algorithm_ == CollectiveAlgorithm::torus_2d) {
+    torus_step(m, k, out);
+    return;
+  }
   if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
     const int L = block_, D = n_ / L, b = m / L, j = m % L;
     if (k < L - 1 || k >= L - 1 + 2 * (D - 1)) {  // reduce-scatter, later all-gather, inside the block
@@ -94,6 +136,14 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
   const double chunk = bytes_ / n_;
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct)
     return alpha_s + (n_ - 1) * chunk / beta_Bps;  // the sender's link carries n-1 chunks at once
+  if (algorithm_ == CollectiveAlgorithm::torus_2d) {
+    const int L = block_, D = n_ / L;
+    // a step's two halves travel on distinct links at once (a ring of two: one whole share)
+    const double x_step = alpha_s + bytes_ / L / (L == 2 ? 1 : 2) / beta_Bps;
+    const double y_step = alpha_s + bytes_ / L / D / (D == 2 ? 1 : 2) / beta_Bps;
+    const int passes = kind_ == CollectiveKind::all_reduce ? 2 : 1;
+    return passes * ((L - 1) * x_step + (D - 1) * y_step);
+  }
   if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
     const int L = block_, D = n_ / L;
     return 2 * (L - 1) * (alpha_s + bytes_ / L / beta_Bps) + 2 * (D - 1) * (alpha_s + bytes_ / L / D / beta_Bps);

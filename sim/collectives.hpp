@@ -8,6 +8,12 @@
 //    reduce-scatter inside the block (L-1 steps of B / L), ring all-reduce of that 1/L share
 //    among the members at the same offset of every block (2(D-1) steps of B / (L D)), ring
 //    all-gather inside the block (L-1 steps of B / L);
+//  * 2-D torus (torus_2d; Ying et al., arXiv 1811.06992) over blocks of L members (a torus row;
+//    D = n / L rows): all-reduce = reduce-scatter along the rows' rings (L-1 steps), then along
+//    the columns' rings on the row's 1/L share (D-1 steps), then the all-gathers back (D-1, L-1).
+//    Rings are bidirectional: each step sends half of its share (B / L, or B / (L D) along the
+//    columns) to the next member and half to the previous one, so a chip drives its +x and -x
+//    (or +y and -y) links at once. reduce-scatter is the first half, all-gather the second;
 //  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
 //  * direct all-to-all, one step: every chunk at once;
 //  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise
@@ -34,7 +40,7 @@ struct CollectiveStep {
 class CollectiveSchedule {
  public:
   // Throws std::invalid_argument for a kind/algorithm pair that does not exist.
-  // block_size: local members per block (hierarchical only; must divide group_size).
+  // block_size: local members per block (hierarchical and torus_2d; must divide group_size).
   CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size, double bytes,
                      int block_size = 1);
 
@@ -49,6 +55,9 @@ class CollectiveSchedule {
   double alpha_beta_time_s(double alpha_s, double beta_Bps) const;
 
  private:
+  bool torus_step_along_block(int k) const;
+  void torus_step(int m, int k, CollectiveStep& out) const;
+
   CollectiveKind kind_;
   CollectiveAlgorithm algorithm_;
   int n_;

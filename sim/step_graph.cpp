@@ -25,6 +25,7 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::pairwise: return "pairwise";
     case CollectiveAlgorithm::direct: return "direct";
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case CollectiveAlgorithm::torus_2d: return "torus_2d";
   }
   return "?";
 }

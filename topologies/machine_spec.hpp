@@ -56,6 +56,7 @@ struct MachineSpec {
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update (Sunway: derived)
   double memory_bytes = 0;                       // per device
+  int cores_per_device = 1;  // cores that split a device's batch (a TPU v3 chip's two TensorCores)
   // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
   // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per
   // direction) and the share of the host's memory bandwidth the CPU optimizer streams at.

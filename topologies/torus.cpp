@@ -1,5 +1,7 @@
 #include "topologies/torus.hpp"
 
+#include <boost/range/iterator_range.hpp>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -19,22 +21,78 @@ TorusNetwork::TorusNetwork(const MachineSpec& m, Precision peak_precision) : x_(
 void TorusNetwork::path(int a, int b, std::vector<LinkRef>& out) const {
   int x = a % x_, y = a / x_;
   const int xb = b % x_, yb = b / x_;
-  // One dimension: steps the shorter way round, the + way at a tie.
-  auto walk = [&](int& pos, int target, int size, Kind plus, Kind minus, bool along_x) {
+  // One dimension: steps the shorter way round; at a tie, + when the source's and the
+  // destination's coordinates in the other dimension have an even sum, - when it is odd.
+  auto walk = [&](int& pos, int target, int size, Kind plus, Kind minus, bool along_x, int other) {
     const int ahead = ((target - pos) % size + size) % size;
-    const bool forward = ahead <= size - ahead;
+    const bool forward = ahead < size - ahead || (ahead == size - ahead && other % 2 == 0);
     const int hops = forward ? ahead : size - ahead;
     for (int h = 0; h < hops; ++h) {
       out.push_back({forward ? plus : minus, along_x ? node_at(pos, y) : node_at(x, pos)});
       pos = ((pos + (forward ? 1 : -1)) % size + size) % size;
     }
   };
-  walk(x, xb, x_, x_plus, x_minus, true);
-  walk(y, yb, y_, y_plus, y_minus, false);
+  const int xa = x, ya = y;
+  walk(x, xb, x_, x_plus, x_minus, true, ya + yb);
+  walk(y, yb, y_, y_plus, y_minus, false, xa + xb);
 }
 
 std::string TorusNetwork::node_name(int node) const {
   return "chip" + std::to_string(node % x_) + "_" + std::to_string(node / x_);
+}
+
+int torus_rectangle_row(const TorusNetwork& net, const std::vector<int>& nodes) {
+  const int X = net.x_size(), Y = net.y_size(), n = static_cast<int>(nodes.size());
+  if (n < 2) return 0;
+  const int x0 = nodes[0] % X, y0 = nodes[0] / X;
+  int L = 1;
+  while (L < n && L < X && nodes[L] == net.node_at((x0 + L) % X, y0)) ++L;
+  if (n % L != 0 || n / L > Y) return 0;
+  for (int m = 0; m < n; ++m)
+    if (nodes[m] != net.node_at((x0 + m % L) % X, (y0 + m / L) % Y)) return 0;
+  return L;
+}
+
+int adopt_torus_collectives(Workload& w, const TorusNetwork& net) {
+  std::map<std::string, bool> rectangular;  // by role
+  for (auto& [role, gt] : w.groups) {
+    int row = -1;
+    std::vector<int> nodes;
+    for (const auto& members : gt.members) {
+      if (members.size() < 2) continue;
+      nodes.clear();
+      for (int r : members) nodes.push_back(w.node_of_rank.at(r));
+      int L = torus_rectangle_row(net, nodes);
+      // Bidirectional rings need closed rings: a side that spans the torus dimension (its wrap-around
+      // link closes it) or has two chips. On a segment of a row a one-way ring already uses both
+      // directions (its closing flow runs back), and the 2-D algorithm would only add contention.
+      const int D = L > 0 ? static_cast<int>(nodes.size()) / L : 0;
+      const auto closed = [](int side, int dim) { return side <= 2 || side == dim; };
+      if (L > 0 && !(closed(L, net.x_size()) && closed(D, net.y_size()))) L = 0;
+      if (L == 0 || (row >= 0 && L != row)) {
+        row = 0;
+        break;
+      }
+      row = L;
+    }
+    rectangular[role] = row > 0;
+    if (row > 0) gt.block_size = row;
+  }
+  int rewritten = 0;
+  for (StepGraph& g : w.programs)
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      auto* c = std::get_if<CollectiveWork>(&g[v].work);
+      if (!c) continue;
+      if (c->kind == CollectiveKind::all_to_all) {
+        if (c->algorithm != CollectiveAlgorithm::direct) ++rewritten;
+        c->algorithm = CollectiveAlgorithm::direct;
+      } else if (rectangular[c->group_role] &&
+                 (c->algorithm == CollectiveAlgorithm::ring || c->algorithm == CollectiveAlgorithm::hierarchical)) {
+        c->algorithm = CollectiveAlgorithm::torus_2d;
+        ++rewritten;
+      }
+    }
+  return rewritten;
 }
 
 }  // namespace exasim

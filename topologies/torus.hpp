@@ -3,10 +3,22 @@
 // A network node is one chip (one rank; one compute unit), chip (x, y) = node x + X y. Each
 // chip has four private outgoing links, +x, -x, +y, -y, each of link_Bps per direction.
 // Routes are dimension-ordered, X then Y; along each dimension the shorter way round
-// (wrap-around included; at an exact tie, the + way). A hop crosses the outgoing link of the
-// chip it leaves, so a flow to a neighbour crosses one link.
+// (wrap-around included). At an exact tie (half-way round a ring of even size) a flow goes the +
+// way when its source's and destination's coordinates in the other dimension have an even sum,
+// else the - way, so that under uniform traffic every link, and every chip's (a folded
+// representative's) own tie traffic, splits evenly over + and - (the pod's routing tables are
+// not published: an assumption). A hop crosses the outgoing link of the chip it leaves, so a flow
+// to a neighbour crosses one link.
+//
+// adopt_torus_collectives: collectives as the pod's hardware runs them. A group whose members
+// fill a rectangle of the torus (member b L + j at (x0 + j, y0 + b), rows of L chips) whose sides
+// close into rings (each spans its torus dimension, or is one or two chips) reduces, scatters and
+// gathers with the 2-D torus algorithm (torus_2d, block L; a single row is a bidirectional ring);
+// other groups keep the one-way ring; every all-to-all sends all its flows at once (direct) on the
+// dimension-ordered routes, so that link sharing sets its time.
 #pragma once
 #include "sim/network.hpp"
+#include "sim/workload.hpp"
 #include "topologies/machine_spec.hpp"
 
 namespace exasim {
@@ -26,11 +38,23 @@ class TorusNetwork final : public Network {
   std::string node_name(int node) const override;
 
   int node_at(int x, int y) const { return x + x_ * y; }
+  int x_size() const { return x_; }
+  int y_size() const { return y_; }
 
  private:
   int x_, y_;
   double chip_speed_;
   std::vector<LinkKind> kinds_;
 };
+
+// The rows of L chips that `members` fill (member b L + j at (x0 + j, y0 + b), coordinates
+// modulo the torus), or 0 when they fill no such rectangle.
+int torus_rectangle_row(const TorusNetwork& net, const std::vector<int>& member_nodes);
+
+// Rewrites the workload's collectives as the torus runs them (see above): ring and hierarchical
+// all-reduces, reduce-scatters and all-gathers over a role whose every group is a rectangle
+// (same row length) become torus_2d with that row as the block; all-to-alls become direct.
+// Returns the number of ops rewritten.
+int adopt_torus_collectives(Workload& w, const TorusNetwork& net);
 
 }  // namespace exasim

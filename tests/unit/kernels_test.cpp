@@ -268,6 +268,43 @@ void check_run_against_reference(Kernel k, const KernelShape& s, Precision p) {
       CHECK(worst(copy_of<float>(*r, "v"), v0, 1e-6, 1e-15) <= 1);
       break;
     }
+    case Kernel::im2col:
+    case Kernel::pool: {
+      r->run();
+      const auto x = copy_of<T>(*r, "x");
+      const auto index = copy_of<std::int32_t>(*r, "index");
+      const auto y = copy_of<T>(*r, "y");
+      REQUIRE(index.size() == std::size_t(d[0] * d[2]));
+      for (std::int64_t p = 0; p < d[0]; ++p)
+        for (std::int64_t c = 0; c < d[1]; ++c) {
+          T best = x[std::size_t(index[std::size_t(p * d[2])] * d[1] + c)];
+          for (std::int64_t t = 0; t < d[2]; ++t) {
+            const T v = x[std::size_t(index[std::size_t(p * d[2] + t)] * d[1] + c)];
+            if (v > best) best = v;
+            if (k == Kernel::im2col) CHECK(y[std::size_t((p * d[2] + t) * d[1] + c)] == v);
+          }
+          if (k == Kernel::pool) CHECK(y[std::size_t(p * d[1] + c)] == best);
+        }
+      break;
+    }
+    case Kernel::batch_norm: {
+      r->run();
+      const auto x = copy_of<T>(*r, "x"), g = copy_of<T>(*r, "gamma"), b = copy_of<T>(*r, "beta");
+      const auto y = copy_of<T>(*r, "y");
+      for (std::int64_t c = 0; c < d[1]; ++c) {  // two-pass statistics of column c
+        double mean = 0, var = 0;
+        for (std::int64_t i = 0; i < d[0]; ++i) mean += double(x[std::size_t(i * d[1] + c)]);
+        mean /= double(d[0]);
+        for (std::int64_t i = 0; i < d[0]; ++i) var += std::pow(double(x[std::size_t(i * d[1] + c)]) - mean, 2);
+        var /= double(d[0]);
+        for (std::int64_t i = 0; i < d[0]; ++i) {
+          const double want = std::max(0.0, (double(x[std::size_t(i * d[1] + c)]) - mean) / std::sqrt(var + 1e-5) *
+                                                    double(g[std::size_t(c)]) + double(b[std::size_t(c)]));
+          CHECK(double(y[std::size_t(i * d[1] + c)]) == doctest::Approx(want).epsilon(1e-4).scale(1));
+        }
+      }
+      break;
+    }
     case Kernel::host_copy:
     case Kernel::host_adam:  // offload's data movement: not in all_kernels, KernelRun::make refuses it
     case Kernel::flash_attention:  // costed from the device file, not a host kernel
@@ -280,6 +317,9 @@ KernelShape small_shape(Kernel k) {
   switch (k) {
     case Kernel::gemm: return {{7, 13, 5}, 3};
     case Kernel::gate_topk: return {{13, 7, 2}, 1};
+    case Kernel::im2col:
+    case Kernel::pool: return {{11, 5, 9}, 1};
+    case Kernel::batch_norm: return {{29, 6, 0}, 1};
     case Kernel::softmax:
     case Kernel::layer_norm:
     case Kernel::token_permute: return {{7, 13, 0}, 1};

@@ -223,6 +223,9 @@ TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class 
   plan.axes[Kernel::layer_norm] = {two, two};
   plan.axes[Kernel::gate_topk] = {two, two, {1, 2}};
   plan.axes[Kernel::token_permute] = {two, two};
+  plan.axes[Kernel::im2col] = {two, two, {1, 9}};
+  plan.axes[Kernel::pool] = {two, two, {9}};
+  plan.axes[Kernel::batch_norm] = {two, two};
   for (Kernel k : {Kernel::gelu, Kernel::residual_add, Kernel::adam}) plan.axes[k] = {{64, 128}};
   size_t calls = 0;
   const HostProfile hp = calibrate_host(plan, nullptr, [&](const std::string&, size_t done, size_t total) {
@@ -230,7 +233,7 @@ TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class 
     CHECK(total == plan.samples());
   });
   CHECK(calls == plan.samples());
-  CHECK(plan.samples() == 2 * (8 + 4 + 4 + 8 + 4 + 2 + 2) + 2);
+  CHECK(plan.samples() == 2 * (8 + 4 + 4 + 8 + 4 + 2 + 2 + 8 + 4 + 4) + 2);
   CHECK(hp.cpu_model == host_cpu_model());
   CHECK(hp.measured_precision(Precision::fp16) == Precision::fp32);
   const HostProfile reread = parse_host_profile(host_profile_json(hp), "calibrated.json");  // complete

@@ -77,15 +77,22 @@ TEST_CASE("torus: a neighbour is one link away, wrap-around included") {
   CHECK(path_of(net, 12, 0) == std::vector<LinkRef>{{K::y_plus, 12}});
 }
 
-TEST_CASE("torus: dimension-order routes, X then Y, shorter way round") {
+TEST_CASE("torus: dimension-order routes, X then Y, shorter way round, ties split by parity") {
   const TorusNetwork net(torus4x4(), Precision::fp32);
-  // (1, 1) -> (3, 3): two hops each way is a tie, taken the + way.
+  // (1, 1) -> (3, 3): two hops each way is a tie; the other coordinates sum to 1 + 3, even: the +
+  // way round, in x and in y.
   CHECK(path_of(net, 5, 15) ==
         std::vector<LinkRef>{{K::x_plus, 5}, {K::x_plus, 6}, {K::y_plus, 7}, {K::y_plus, 11}});
+  // (0, 0) -> (2, 2): even sums, the + way.
+  CHECK(path_of(net, 0, 10) ==
+        std::vector<LinkRef>{{K::x_plus, 0}, {K::x_plus, 1}, {K::y_plus, 2}, {K::y_plus, 6}});
   // (0, 1) -> (3, 0): one hop back in x (wrap), then one back in y.
   CHECK(path_of(net, 4, 3) == std::vector<LinkRef>{{K::x_minus, 4}, {K::y_minus, 7}});
-  // (2, 3) -> (1, 1): x - 1, then y - 2 (a tie would go +; here 2 = 4 - 2 is a tie: +).
-  CHECK(path_of(net, 14, 5) == std::vector<LinkRef>{{K::x_minus, 14}, {K::y_plus, 13}, {K::y_plus, 1}});
+  // (2, 3) -> (1, 1): x - 1, then y 3 -> 1, a tie with columns 2 + 1 odd: the - way.
+  // (0, 0) -> (2, 1): an x tie with rows 0 + 1 odd goes -; (0, 0) -> (2, 0) goes +.
+  CHECK(path_of(net, 0, 6) == std::vector<LinkRef>{{K::x_minus, 0}, {K::x_minus, 3}, {K::y_plus, 2}});
+  CHECK(path_of(net, 0, 2) == std::vector<LinkRef>{{K::x_plus, 0}, {K::x_plus, 1}});
+  CHECK(path_of(net, 14, 5) == std::vector<LinkRef>{{K::x_minus, 14}, {K::y_minus, 13}, {K::y_minus, 9}});
 }
 
 TEST_CASE("torus: invalid machines throw") {

@@ -1,0 +1,320 @@
+#include "models/convnet.hpp"
+
+#include <stdexcept>
+
+#include "models/graph_builder.hpp"
+
+namespace exasim {
+
+const char* to_string(CnnOp op) {
+  switch (op) {
+    case CnnOp::conv: return "conv";
+    case CnnOp::batch_norm: return "batch_norm";
+    case CnnOp::max_pool: return "max_pool";
+    case CnnOp::avg_pool: return "avg_pool";
+    case CnnOp::fully_connected: return "fully_connected";
+    case CnnOp::residual_add: return "residual_add";
+  }
+  return "?";
+}
+
+double CnnLayer::macs_per_image() const {
+  if (op == CnnOp::conv) return out_pixels() * out_channels * double(in_channels) * kernel * kernel;
+  if (op == CnnOp::fully_connected) return double(in_channels) * out_channels;
+  return 0;
+}
+
+double CnnLayer::parameters() const {
+  if (op == CnnOp::conv) return double(kernel) * kernel * in_channels * out_channels;
+  if (op == CnnOp::fully_connected) return double(in_channels) * out_channels + out_channels;
+  if (op == CnnOp::batch_norm) return 2.0 * out_channels;
+  return 0;
+}
+
+namespace {
+
+// Builds the layer list; `size` and `channels` follow the main path.
+class LayerList {
+ public:
+  explicit LayerList(int image_size) : size_(image_size) {}
+  // "same" padding: the output is ceil(size / stride) pixels a side
+  void conv(const std::string& name, int out, int k, int stride) {
+    window(CnnOp::conv, name, out, k, stride);
+  }
+  void pool(CnnOp op, const std::string& name, int k, int stride) { window(op, name, channels_, k, stride); }
+  void bn(const std::string& name, bool relu) {
+    layers_.push_back({CnnOp::batch_norm, name, channels_, channels_, size_, size_, 1, 1, relu});
+  }
+  void add(const std::string& name) {
+    layers_.push_back({CnnOp::residual_add, name, channels_, channels_, size_, size_, 1, 1, true});
+  }
+  void fc(const std::string& name, int out) {
+    layers_.push_back({CnnOp::fully_connected, name, channels_, out, 1, 1, 1, 1, false});
+    channels_ = out;
+  }
+  // A projection shortcut: a 1 x 1 convolution of stride `stride` and its batch norm, from the
+  // block's input (the current maps) to the block's output shape; the main path is unchanged.
+  void projection(const std::string& name, int out, int stride) {
+    const int out_size = (size_ + stride - 1) / stride;
+    layers_.push_back({CnnOp::conv, name + ".conv", channels_, out, size_, out_size, 1, stride, false});
+    layers_.push_back({CnnOp::batch_norm, name + ".bn", out, out, out_size, out_size, 1, 1, false});
+  }
+  int size() const { return size_; }
+  int channels() const { return channels_; }
+  std::vector<CnnLayer> take() { return std::move(layers_); }
+
+ private:
+  void window(CnnOp op, const std::string& name, int out, int k, int stride) {
+    const int out_size = (size_ + stride - 1) / stride;
+    layers_.push_back({op, name, channels_, out, size_, out_size, k, stride, false});
+    channels_ = out;
+    size_ = out_size;
+  }
+  int size_;
+  int channels_ = 3;
+  std::vector<CnnLayer> layers_;
+};
+
+}  // namespace
+
+std::vector<CnnLayer> convnet_layers(const ConvNetSpec& spec) {
+  if (spec.empty()) throw std::invalid_argument("a convolutional network needs at least one stage");
+  if (spec.image_size < (4 << (spec.stage_blocks.size() - 1)))
+    throw std::invalid_argument("image_size " + std::to_string(spec.image_size) + ": the stem and the " +
+                                std::to_string(spec.stage_blocks.size() - 1) + " down-sampling stages halve it to less than one pixel");
+  LayerList l(spec.image_size);
+  l.conv("stem.conv", spec.base_width, 7, 2);
+  l.bn("stem.bn", true);
+  l.pool(CnnOp::max_pool, "stem.pool", 3, 2);
+  const bool bottleneck = spec.block == ResidualBlock::bottleneck;
+  for (size_t s = 0; s < spec.stage_blocks.size(); ++s) {
+    const int width = spec.base_width << s, out = bottleneck ? 4 * width : width;
+    for (int b = 0; b < spec.stage_blocks[s]; ++b) {
+      const std::string p = "s" + std::to_string(s + 1) + "b" + std::to_string(b) + ".";
+      const int stride = (b == 0 && s > 0) ? 2 : 1;
+      if (b == 0 && (stride != 1 || l.channels() != out)) l.projection(p + "shortcut", out, stride);
+      if (bottleneck) {
+        l.conv(p + "conv1", width, 1, 1);
+        l.bn(p + "bn1", true);
+        l.conv(p + "conv2", width, 3, stride);  // v1.5: the stride on the 3 x 3
+        l.bn(p + "bn2", true);
+        l.conv(p + "conv3", out, 1, 1);
+        l.bn(p + "bn3", false);
+      } else {
+        l.conv(p + "conv1", width, 3, stride);
+        l.bn(p + "bn1", true);
+        l.conv(p + "conv2", width, 3, 1);
+        l.bn(p + "bn2", false);
+      }
+      l.add(p + "add");
+    }
+  }
+  l.pool(CnnOp::avg_pool, "head.pool", l.size(), l.size());
+  l.fc("head.fc", spec.classes);
+  return l.take();
+}
+
+double convnet_parameters(const std::vector<CnnLayer>& layers) {
+  double p = 0;
+  for (const CnnLayer& l : layers) p += l.parameters();
+  return p;
+}
+
+double convnet_forward_macs_per_image(const std::vector<CnnLayer>& layers) {
+  double m = 0;
+  for (const CnnLayer& l : layers) m += l.macs_per_image();
+  return m;
+}
+
+namespace {
+
+// Emits the ops of one data-parallel replica, one serial stream (forward, backward, update).
+class ConvNetGraph {
+ public:
+  ConvNetGraph(StepGraph& g, double images, int cores, Precision p, bool distributed_bn)
+      : b_(g), images_(images), cores_(cores), p_(p), dbn_(distributed_bn) {}
+
+  void forward(const CnnLayer& l) {
+    const std::string n = l.name + ".fwd";
+    const double pixels = images_ * l.out_pixels();
+    switch (l.op) {
+      case CnnOp::conv:
+        if (l.kernel > 1 || l.stride > 1) last_ = window(n + ".im2col", "im2col", Phase::forward, Kernel::im2col, l);
+        last_ = b_.gemm(n + ".gemm", "conv", Phase::forward, p_, p_, conv_gemm(l), last_);
+        break;
+      case CnnOp::batch_norm:
+        last_ = memory(n, "batch_norm", Phase::forward, Kernel::batch_norm, rows_cols(pixels, l.out_channels));
+        if (dbn_) last_ = bn_statistics(n + ".allreduce", Phase::forward, l);
+        break;
+      case CnnOp::max_pool:
+      case CnnOp::avg_pool: last_ = window(n, "pool", Phase::forward, Kernel::pool, l); break;
+      case CnnOp::residual_add:
+        last_ = memory(n, "residual_add", Phase::forward, Kernel::residual_add, elements(pixels * l.out_channels));
+        break;
+      case CnnOp::fully_connected:
+        last_ = b_.gemm(n, "fc", Phase::forward, p_, p_, gemm_shape(images_ / cores_, l.out_channels, l.in_channels, cores_),
+                        last_);
+        break;
+    }
+  }
+
+  void loss(int classes) {
+    last_ = memory("loss.fwd", "softmax", Phase::forward, Kernel::softmax, rows_cols(images_, classes));
+  }
+
+  void backward(const CnnLayer& l, bool first_layer) {
+    const std::string n = l.name + ".bwd";
+    const double pixels = images_ * l.out_pixels();
+    switch (l.op) {
+      case CnnOp::conv: {
+        const KernelShape f = conv_gemm(l);
+        const bool patches = l.kernel > 1 || l.stride > 1;
+        if (!first_layer) {  // the image needs no gradient
+          last_ = b_.gemm(n + ".dgrad", "conv.dgrad", Phase::backward, p_, p_,
+                          gemm_shape(f.dims[0], f.dims[2], f.dims[1], f.batch), last_);
+          if (patches) last_ = window(n + ".col2im", "col2im", Phase::backward, Kernel::im2col, l);
+        }
+        if (patches) last_ = window(n + ".im2col", "im2col", Phase::backward, Kernel::im2col, l);
+        last_ = b_.gemm(n + ".wgrad", "conv.wgrad", Phase::backward, p_, p_,
+                        gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch), last_);
+        break;
+      }
+      case CnnOp::batch_norm:
+        last_ = memory(n + ".reduce", "batch_norm.bwd", Phase::backward, Kernel::batch_norm, rows_cols(pixels, l.out_channels));
+        if (dbn_) last_ = bn_statistics(n + ".allreduce", Phase::backward, l);
+        last_ = memory(n + ".apply", "batch_norm.bwd", Phase::backward, Kernel::batch_norm, rows_cols(pixels, l.out_channels));
+        break;
+      case CnnOp::max_pool:
+      case CnnOp::avg_pool: last_ = window(n, "pool.bwd", Phase::backward, Kernel::pool, l); break;
+      case CnnOp::residual_add:  // the gradient of the block's input: the main path's plus the shortcut's
+        last_ = memory(n, "residual_add.bwd", Phase::backward, Kernel::residual_add, elements(pixels * l.out_channels));
+        break;
+      case CnnOp::fully_connected:
+        last_ = b_.gemm_backward(n, "fc", p_, p_, gemm_shape(images_ / cores_, l.out_channels, l.in_channels, cores_),
+                                 last_);
+        break;
+    }
+  }
+
+  // Gradients (fp32) reduced over "dp", the update, and with sharding the weights' all-gather.
+  void update(double parameters, int replicas, bool sharded) {
+    const double bytes = 4 * parameters;
+    double shard = parameters;
+    if (replicas > 1) {
+      last_ = b_.collective(sharded ? "grad.reduce_scatter" : "grad.all_reduce",
+                            sharded ? "grad_reduce_scatter" : "grad_all_reduce", Phase::backward,
+                            sharded ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+                            CollectiveAlgorithm::ring, "dp", bytes, {last_});
+      if (sharded) shard = parameters / replicas;
+    }
+    last_ = b_.optimizer_update("opt.update", "weight_update", shard, {last_});
+    if (replicas > 1 && sharded)
+      last_ = b_.collective("opt.param_all_gather", "param_all_gather", Phase::optimizer, CollectiveKind::all_gather,
+                            CollectiveAlgorithm::ring, "dp", bytes, {last_});
+  }
+
+  double executed_flops() const { return b_.executed_flops(); }
+  double model_flops() const { return b_.model_flops(); }
+
+ private:
+  // One core's im2col GEMM: its images' output pixels x C_out x k^2 C_in, `cores` of them.
+  KernelShape conv_gemm(const CnnLayer& l) const {
+    return gemm_shape(images_ / cores_ * l.out_pixels(), l.out_channels, double(l.in_channels) * l.kernel * l.kernel,
+                      cores_);
+  }
+  long memory(const std::string& name, const std::string& label, Phase ph, Kernel k, KernelShape s) {
+    const NominalWork w = nominal_work(k, s, p_);
+    return b_.memory(name, label, ph, k, p_, s, w.flops, w.bytes, last_);
+  }
+  // im2col or pooling over the layer's window: the batch's output pixels x C_in x k^2.
+  long window(const std::string& name, const std::string& label, Phase ph, Kernel k, const CnnLayer& l) {
+    return memory(name, label, ph, k, rows_cols(images_ * l.out_pixels(), l.in_channels, double(l.kernel) * l.kernel));
+  }
+  // Distributed batch norm: the 2 C fp32 sums (mean and variance, or the gradient's two sums).
+  long bn_statistics(const std::string& name, Phase ph, const CnnLayer& l) {
+    return b_.collective(name, "batch_norm_allreduce", ph, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "bn",
+                         2.0 * l.out_channels * 4, {last_});
+  }
+
+  GraphBuilder b_;
+  double images_;
+  int cores_;
+  Precision p_;
+  bool dbn_;
+  long last_ = -1;
+};
+
+void check_convnet_plan(const ParallelPlan& plan, int cores) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (plan.tensor != 1 || plan.pipeline != 1 || plan.expert != 1)
+    fail("a convolutional network runs data-parallel only (tensor, pipeline and expert parallelism 1)");
+  if (plan.zero_stage > 1) fail("a convolutional network takes zero_stage 0 or 1 (weight-update sharding)");
+  if (plan.offload_optimizer) fail("a convolutional network does not offload its optimizer");
+  if (plan.global_batch % plan.data != 0)
+    fail("global_batch " + std::to_string(plan.global_batch) + " does not split over " + std::to_string(plan.data) +
+         " replicas");
+  if ((plan.global_batch / plan.data) % cores != 0)
+    fail(std::to_string(plan.global_batch / plan.data) + " images per device do not split over its " +
+         std::to_string(cores) + " cores");
+  if (plan.batch_norm_group < 1 || plan.data % plan.batch_norm_group != 0)
+    fail("batch_norm_group " + std::to_string(plan.batch_norm_group) + " does not divide the " +
+         std::to_string(plan.data) + " replicas");
+}
+
+// Parameters in fp32 with their gradients and momentum (sharded under weight-update sharding);
+// activations: every layer's input kept for the backward pass in the compute precision.
+DeviceMemory convnet_memory(const std::vector<CnnLayer>& layers, double images, const ParallelPlan& plan, Precision p) {
+  DeviceMemory m;
+  m.parameters = convnet_parameters(layers);
+  m.parameters_bytes = 4 * m.parameters;
+  m.gradients_bytes = 4 * m.parameters;
+  m.optimizer_state_bytes = 4 * m.parameters / (plan.zero_stage == 1 ? plan.data : 1);
+  for (const CnnLayer& l : layers)
+    if (l.op != CnnOp::residual_add)
+      m.activations_bytes += images * double(l.in_size) * l.in_size * l.in_channels * bytes_per_element(p);
+  m.in_flight_micro_batches = 1;
+  m.total_bytes = m.parameters_bytes + m.gradients_bytes + m.optimizer_state_bytes + m.activations_bytes;
+  return m;
+}
+
+void place_data_parallel(Workload& w, int replicas, int bn_group) {
+  w.rank_count = replicas;
+  GroupTable dp, bn;
+  dp.members.emplace_back();
+  for (int r = 0; r < replicas; ++r) {
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(0);
+    dp.members[0].push_back(r);
+    if (r % bn_group == 0) bn.members.emplace_back();
+    bn.members.back().push_back(r);
+  }
+  dp.index(replicas);
+  bn.index(replicas);
+  w.groups["dp"] = dp;
+  w.groups["bn"] = bn;
+}
+
+}  // namespace
+
+ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy precision, const ParallelPlan& plan,
+                                       int cores_per_device) {
+  check_convnet_plan(plan, cores_per_device);
+  const std::vector<CnnLayer> layers = convnet_layers(spec);
+  const double images = double(plan.global_batch) / plan.data;
+  const Precision p = precision == PrecisionPolicy::fp32 ? Precision::fp32 : Precision::fp16;
+  ConvNetWorkload out;
+  place_data_parallel(out.workload, plan.data, plan.batch_norm_group);
+  ConvNetGraph g(out.workload.programs[0], images, cores_per_device, p, plan.batch_norm_group > 1);
+  for (const CnnLayer& l : layers) g.forward(l);
+  g.loss(spec.classes);
+  for (size_t i = layers.size(); i-- > 0;) g.backward(layers[i], i == 0);
+  out.parameters = convnet_parameters(layers);
+  g.update(out.parameters, plan.data, plan.zero_stage == 1);
+  out.executed_flops = g.executed_flops() * plan.data;
+  out.model_flops = g.model_flops() * plan.data;
+  out.images_per_step = plan.global_batch;
+  out.memory = convnet_memory(layers, images, plan, p);
+  return out;
+}
+
+}  // namespace exasim

@@ -1,0 +1,79 @@
+// A convolutional network (models/convnet_spec.hpp) trained data-parallel, as one SPMD step
+// graph: the layer vocabulary (convolution, batch norm with ReLU, max and average pooling, fully
+// connected, residual add), each layer's forward and backward ops, the gradient reduction and the
+// weight update.
+//
+// Channels last (NHWC). A k x k convolution of stride s on a b-image batch of H x W x C_in
+// feature maps runs as the host's real kernels do it: im2col (the patch matrix, b H_o W_o rows of
+// k^2 C_in values) then a GEMM [b H_o W_o x C_out x k^2 C_in]; a 1 x 1 convolution of stride 1 is
+// the GEMM alone. Backward: the data-gradient GEMM [b H_o W_o x k^2 C_in x C_out] and its col2im
+// (costed as an im2col of the same shape: the same rows moved the other way), the im2col of the
+// input again and the weight-gradient GEMM [k^2 C_in x C_out x b H_o W_o]; the stem has no data
+// gradient. A device with c cores (a TPU v3 chip's two TensorCores) runs each GEMM as c
+// independent products of b / c images (the GEMM's batch), so that its shape is one core's.
+// Batch norm and its ReLU are one memory-bound pass pair forward (statistics, then normalise)
+// and two backward (the reductions, then the input gradient). Distributed batch norm (Ying et
+// al.): with a group of g > 1 replicas, each batch norm all-reduces its 2 C fp32 statistics over
+// "bn" (g consecutive replicas) forward and its 2 C gradient sums backward.
+//
+// After the backward pass the fp32 gradients (4 bytes per parameter) are all-reduced over "dp";
+// with weight-update sharding (MLPerf v0.6, zero_stage 1) they are reduce-scattered, each replica
+// updates its 1/d shard and the updated fp32 weights are all-gathered. The update pass is costed
+// as the optimizer kernel (Adam's traffic, 28 bytes per parameter; LARS with momentum moves
+// about 20).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/convnet_spec.hpp"
+#include "models/memory_model.hpp"
+#include "models/moe_spec.hpp"
+#include "models/parallel_plan.hpp"
+#include "sim/workload.hpp"
+
+namespace exasim {
+
+enum class CnnOp { conv, batch_norm, max_pool, avg_pool, fully_connected, residual_add };
+const char* to_string(CnnOp op);
+
+// One layer of the vocabulary. Feature maps are square: `in_size` x `in_size` pixels of
+// `in_channels` values in, `out_size` x `out_size` of `out_channels` out.
+struct CnnLayer {
+  CnnOp op = CnnOp::conv;
+  std::string name;  // e.g. "s2b0.conv2"
+  int in_channels = 0, out_channels = 0;
+  int in_size = 0, out_size = 0;
+  int kernel = 1, stride = 1;  // conv and pooling windows
+  bool relu = false;           // batch norm followed by ReLU
+  double out_pixels() const { return double(out_size) * out_size; }
+  double macs_per_image() const;  // conv and fully connected; 0 otherwise
+  double parameters() const;      // weights (and biases of the fully connected layer, batch norm's scale and shift)
+};
+
+// The layers in forward order: stem (7 x 7 / 2 convolution, batch norm, ReLU, 3 x 3 / 2 max
+// pool), the stages' residual blocks (the first block of each stage projects its shortcut with a
+// 1 x 1 convolution and batch norm; stages after the first halve the maps), global average pool,
+// fully connected. Throws std::invalid_argument when the image size does not survive the
+// down-sampling (the stem's 4 and each later stage's 2).
+std::vector<CnnLayer> convnet_layers(const ConvNetSpec& spec);
+double convnet_parameters(const std::vector<CnnLayer>& layers);
+double convnet_forward_macs_per_image(const std::vector<CnnLayer>& layers);
+
+struct ConvNetWorkload {
+  Workload workload;
+  double executed_flops = 0;  // all ranks
+  double model_flops = 0;     // all ranks: forward and backward GEMMs (2 flops per multiply-add)
+  double images_per_step = 0;
+  double parameters = 0;
+  DeviceMemory memory;
+};
+
+// The plan: data_parallel replicas (one per device), global_batch images, zero_stage 0 or 1
+// (weight-update sharding), batch_norm_group. `cores_per_device` splits each GEMM's images (the
+// GEMM's batch). Throws std::invalid_argument for a plan the model cannot take (tensor, pipeline
+// or expert parallelism, a batch the replicas or cores do not divide, a batch-norm group that does
+// not divide the replicas).
+ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy precision, const ParallelPlan& plan,
+                                       int cores_per_device);
+
+}  // namespace exasim

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# End-to-end on TPU pods: ResNet-50 on the 1,024-chip pod (model FLOPs against the hand count,
+# images per second = global batch / step time, memory parts summing to the total), the
+# gradient all-reduce of ResNet-50 on a 4 x 4 torus against the 2-D torus closed form, and bad
+# convolutional input refused with its JSON path and exit status 2, nothing written.
+set -euo pipefail
+exe=$1; src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$src"
+"$exe" run scenarios/tpu/resnet50-tpu-v3-1024.json --out "$tmp/pod" > /dev/null
+# 16 chips on a 4 x 4 torus (83 GB/s links, 1 us a hop), 64 images each, one replica per chip.
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open("scenarios/tpu/resnet50-tpu-v3-1024.json"))
+m = json.load(open("topologies/machines/tpu-v3-pod.json"))
+m.update({"torus_x": 4, "torus_y": 4, "name": "tpu-v3-4x4"})
+s.update({"name": "resnet50-4x4", "machine": m})
+s["plan"] = {"devices": 16, "global_batch": 1024}
+json.dump(s, open(f"{d}/small.json", "w"))
+bad = dict(s)
+bad["model"] = dict(s["model"], layers=24)
+json.dump(bad, open(f"{d}/bad-transformer-key.json", "w"))
+gpt = json.load(open("scenarios/gpt-small-dgx-a100.json"))
+gpt["model"]["stages"] = [3, 4, 6, 3]
+json.dump(gpt, open(f"{d}/bad-cnn-key.json", "w"))
+bn = dict(s, plan={"devices": 16, "global_batch": 1024, "batch_norm_group": 3})
+json.dump(bn, open(f"{d}/bad-bn-group.json", "w"))
+big = dict(s, plan={"devices": 32, "global_batch": 1024})
+json.dump(big, open(f"{d}/bad-devices.json", "w"))
+PY
+"$exe" run "$tmp/small.json" --out "$tmp/small" > /dev/null
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(f"{d}/pod/report.json"))
+assert r["model"]["family"] == "resnet" and r["model"]["parameters"] == 25557032, r["model"]
+# forward, data and weight gradients of every GEMM; the stem (7 x 7 x 3 -> 112 x 112 x 64) has no data gradient
+macs = 4089184256
+want = 65536 * 2 * (3 * macs - 112 * 112 * 64 * 147)
+assert abs(r["model_flops"] - want) <= 1e-9 * want, (r["model_flops"], want)
+assert abs(r["images_per_s"] - 65536 / r["step_time_s"]) <= 1e-9 * r["images_per_s"], r["images_per_s"]
+assert r["tokens_per_s"] == 0
+assert r["plan"] == {"devices": 1024, "global_batch": 65536, "images_per_device": 64, "cores_per_device": 2,
+                     "weight_update_sharding": False, "batch_norm_group": 1}, r["plan"]
+mem = r["memory_per_device_bytes"]
+parts = ["parameters", "gradients", "optimizer_state", "activations", "embedding_logits", "communication_buffers"]
+assert abs(mem["total"] - sum(mem[k] for k in parts)) <= 1e-9 * mem["total"], mem
+# The gradient all-reduce on 4 x 4 (after the backward pass, not overlapped): 2-D torus, bidirectional
+# rings: 2 x 3 row steps of B/4/2 and 2 x 3 column steps of B/16/2, each a hop of 1 us.
+s = json.load(open(f"{d}/small/report.json"))
+B, link, hop = 4 * 25557032, 83e9, 1e-6
+closed = 6 * (hop + B / 4 / 2 / link) + 6 * (hop + B / 16 / 2 / link)
+got = s["breakdown"]["backward_communication"]["seconds"]
+assert abs(got - closed) <= 1e-6 * closed, (got, closed)
+print("e2e tpu: ok", r["images_per_s"], r["step_time_s"], got, closed)
+PY
+# Bad input: exit 2, the file and the JSON path named, no output folder.
+check_bad() {  # file, expected path
+  set +e
+  "$exe" run "$tmp/$1" --out "$tmp/out-$1" > "$tmp/err" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { echo "$1: exit $rc, expected 2"; cat "$tmp/err"; exit 1; }
+  grep -q "$1" "$tmp/err" && grep -q "$2" "$tmp/err" || { echo "$1: message lacks $2"; cat "$tmp/err"; exit 1; }
+  [ ! -e "$tmp/out-$1" ] || { echo "$1: output written"; exit 1; }
+}
+check_bad bad-transformer-key.json /model/layers
+check_bad bad-cnn-key.json /model/stages
+check_bad bad-bn-group.json /plan/batch_norm_group
+check_bad bad-devices.json /plan/devices

@@ -1,0 +1,130 @@
+// The convolutional family (models/convnet.hpp): hand-counted parameters and multiply-adds of
+// ResNet-50 and ResNet-18 (torchvision's counts: 25,557,032 and 11,689,512 parameters; about
+// 4.1 G multiply-adds per 224 x 224 image for ResNet-50 v1.5), the step graph's FLOPs against
+// the hand count, distributed batch norm and weight-update sharding ops, refused plans.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "models/convnet.hpp"
+
+using namespace exasim;
+
+namespace {
+
+ConvNetSpec resnet50() {
+  ConvNetSpec s;
+  s.stage_blocks = {3, 4, 6, 3};
+  return s;
+}
+
+ParallelPlan data_parallel(int replicas, int global_batch) {
+  ParallelPlan p;
+  p.data = replicas;
+  p.global_batch = global_batch;
+  p.micro_batch = global_batch / replicas;
+  return p;
+}
+
+// Collectives of the program by label.
+std::map<std::string, int> collectives(const Workload& w) {
+  std::map<std::string, int> n;
+  const StepGraph& g = w.programs[0];
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (std::holds_alternative<CollectiveWork>(g[v].work)) n[g[v].label]++;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-50 v1.5: 25,557,032 parameters and 4.09 G multiply-adds per 224 x 224 image") {
+  const auto layers = convnet_layers(resnet50());
+  CHECK(convnet_parameters(layers) == 25557032);
+  // stem 118.0 M; the four stages and their projections; fc 2.048 M
+  CHECK(convnet_forward_macs_per_image(layers) == 4089184256.0);
+  int convs = 0, bns = 0;
+  for (const CnnLayer& l : layers) {
+    convs += l.op == CnnOp::conv;
+    bns += l.op == CnnOp::batch_norm;
+  }
+  CHECK(convs == 53);  // 1 stem + 16 x 3 + 4 projections
+  CHECK(bns == 53);
+  CHECK(layers.back().op == CnnOp::fully_connected);
+  CHECK(layers.back().in_channels == 2048);
+  const CnnLayer& pool = layers[layers.size() - 2];
+  CHECK(pool.op == CnnOp::avg_pool);
+  CHECK(pool.in_size == 7);
+  CHECK(pool.kernel == 7);
+}
+
+TEST_CASE("ResNet-18 (basic blocks): 11,689,512 parameters and 1.81 G multiply-adds") {
+  ConvNetSpec s;
+  s.stage_blocks = {2, 2, 2, 2};
+  s.block = ResidualBlock::basic;
+  const auto layers = convnet_layers(s);
+  CHECK(convnet_parameters(layers) == 11689512);
+  CHECK(convnet_forward_macs_per_image(layers) == 1814073344.0);
+}
+
+TEST_CASE("ResNet-50 step: model FLOPs are three forward passes less the stem's data gradient") {
+  const ParallelPlan plan = data_parallel(4, 256);
+  const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, 2);
+  const double macs = 4089184256.0;
+  const double stem_dgrad = 112.0 * 112 * 64 * 147;  // multiply-adds per image
+  CHECK(w.model_flops == doctest::Approx(256 * 2 * (3 * macs - stem_dgrad)).epsilon(1e-12));
+  CHECK(w.images_per_step == 256);
+  CHECK(w.parameters == 25557032);
+  CHECK(w.workload.rank_count == 4);
+  // GEMMs split over the device's two cores: one core's 32 images, two products
+  const StepGraph& g = w.workload.programs[0];
+  bool seen = false;
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (g[v].name == "s1b0.conv2.fwd.gemm") {
+      const auto& c = std::get<ComputeWork>(g[v].work);
+      CHECK(c.shape.dims[0] == 32 * 56 * 56);
+      CHECK(c.shape.dims[1] == 64);
+      CHECK(c.shape.dims[2] == 64 * 9);
+      CHECK(c.shape.batch == 2);
+      CHECK(c.precision == Precision::fp16);
+      seen = true;
+    }
+  CHECK(seen);
+  const auto n = collectives(w.workload);
+  CHECK(n.at("grad_all_reduce") == 1);
+  CHECK(n.count("batch_norm_allreduce") == 0);
+  // parameters, gradients and momentum in fp32
+  CHECK(w.memory.parameters_bytes + w.memory.gradients_bytes + w.memory.optimizer_state_bytes ==
+        doctest::Approx(12.0 * 25557032));
+}
+
+TEST_CASE("distributed batch norm and weight-update sharding add their collectives") {
+  ParallelPlan plan = data_parallel(8, 512);
+  plan.batch_norm_group = 4;
+  plan.zero_stage = 1;
+  const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, 1);
+  const auto n = collectives(w.workload);
+  CHECK(n.at("batch_norm_allreduce") == 2 * 53);  // forward statistics and backward sums of each batch norm
+  CHECK(n.at("grad_reduce_scatter") == 1);
+  CHECK(n.at("param_all_gather") == 1);
+  CHECK(n.count("grad_all_reduce") == 0);
+  const GroupTable& bn = w.workload.groups.at("bn");
+  CHECK(bn.members.size() == 2);
+  CHECK(bn.members[1] == std::vector<int>{4, 5, 6, 7});
+  CHECK(w.memory.optimizer_state_bytes == doctest::Approx(4.0 * 25557032 / 8));
+}
+
+TEST_CASE("convolutional plans the model cannot take are refused") {
+  ParallelPlan p = data_parallel(4, 256);
+  p.tensor = 2;
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, 1), std::invalid_argument);
+  p = data_parallel(4, 256);
+  p.batch_norm_group = 3;
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, 1), std::invalid_argument);
+  p = data_parallel(4, 12);  // 3 images per device over 2 cores
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, 2), std::invalid_argument);
+  ConvNetSpec tiny = resnet50();
+  tiny.image_size = 16;  // 16 / 4 / 2 / 2 / 2 < 1
+  CHECK_THROWS_AS(convnet_layers(tiny), std::invalid_argument);
+}

@@ -1,0 +1,227 @@
+// Collectives as a TPU pod runs them (topologies/torus.hpp, sim/collectives.hpp):
+//  * the 2-D torus all-reduce (bidirectional rings along the rows, then the columns) against
+//    its closed form, simulated, and its time for a fixed buffer nearly flat from 16 to 2,048 chips;
+//  * the all-to-all with every flow in flight at once on dimension-ordered routes against the
+//    bisection bound of an ideal torus;
+//  * folded against exhaustive fidelity within 2 %: the all-reduce on a 16 x 16 torus, the all-to-all on 8 x 8;
+//  * adopt_torus_collectives: which groups get the 2-D algorithm.
+// SimGrid allows one engine per process: each simulation runs in a forked child that writes its
+// step time to a pipe and _exits.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <vector>
+
+#include "sim/collectives.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/workload.hpp"
+#include "topologies/machine_spec.hpp"
+#include "topologies/torus.hpp"
+
+using namespace exasim;
+
+namespace {
+
+constexpr double kLink = 80e9;
+constexpr double kLat = 1e-6;
+
+MachineSpec torus(int x, int y) {
+  MachineSpec m;
+  m.name = "torus";
+  m.family = "torus";
+  m.torus.x = x;
+  m.torus.y = y;
+  m.torus.link_Bps = kLink;
+  m.link_latency_s = kLat;
+  m.peak_flops_per_s = {{Precision::fp32, 20.5e12}, {Precision::fp16, 123e12}};
+  m.gemm_efficiency = {{Precision::fp32, 0.8}, {Precision::fp16, 0.8}};
+  m.memory_bandwidth_Bps = 810e9;
+  m.optimizer_memory_bandwidth_Bps = 810e9;
+  m.memory_bytes = 34e9;
+  return m;
+}
+
+// Every chip one rank of one group "all" (rank r on chip r), all of one class, and one
+// collective; the torus collectives adopted as `run` does.
+Workload one_collective(const TorusNetwork& net, CollectiveKind kind, double bytes) {
+  Workload w;
+  const int n = net.node_count();
+  w.rank_count = n;
+  GroupTable all;
+  all.members.push_back({});
+  for (int r = 0; r < n; ++r) {
+    all.members[0].push_back(r);
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(0);
+  }
+  all.index(n);
+  w.groups["all"] = all;
+  add_op(w.programs[0], Op{"coll", "coll", Phase::forward, CollectiveWork{kind, CollectiveAlgorithm::ring, "all", bytes}},
+         {});
+  adopt_torus_collectives(w, net);
+  return w;
+}
+
+// Simulates in a forked child; returns the step time (negative when the child failed).
+double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fidelity fid) {
+  std::cout.flush();
+  std::fflush(nullptr);
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(p[0]);
+    double t = -1;
+    try {
+      const MachineSpec m = torus(x, y);
+      const TorusNetwork net(m, Precision::fp16);
+      const Workload w = one_collective(net, kind, bytes);
+      const RooflineCostModel cost(device_profile_of(m));
+      t = simulate(w, net, cost, EngineOptions{fid}).step_time_s;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    if (write(p[1], &t, sizeof t) != sizeof t) _exit(1);
+    close(p[1]);
+    _exit(0);
+  }
+  close(p[1]);
+  double t = -1;
+  ssize_t got = 0;
+  while ((got = read(p[0], &t, sizeof t)) < 0 && errno == EINTR) {
+  }
+  close(p[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return got == sizeof t ? t : -1;
+}
+
+double torus_all_reduce_closed_form(int x, int y, double bytes) {
+  // bidirectional rings: each step sends half its share each way, on two distinct links
+  return 2 * (x - 1) * (kLat + bytes / x / 2 / kLink) + 2 * (y - 1) * (kLat + bytes / (x * y) / 2 / kLink);
+}
+
+}  // namespace
+
+TEST_CASE("torus_2d schedule: bidirectional row steps, then column steps, then back") {
+  const double B = 4 * 8 * 1024.0;
+  const CollectiveSchedule ar(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 32, B, 4);  // 4 x 8
+  CHECK(ar.step_count() == 2 * (3 + 7));
+  CollectiveStep st;
+  ar.step(5, 0, st);  // member 5 = row 1, offset 1: + neighbour 6, - neighbour 4
+  REQUIRE(st.sends.size() == 2);
+  CHECK(st.sends[0].peer == 6);
+  CHECK(st.sends[1].peer == 4);
+  CHECK(st.sends[0].bytes == doctest::Approx(B / 4 / 2));
+  ar.step(5, 3, st);  // first column step: + neighbour 9, - neighbour 1, half of B / 32 each
+  CHECK(st.sends[0].peer == 9);
+  CHECK(st.sends[1].peer == 1);
+  CHECK(st.sends[0].bytes == doctest::Approx(B / 32 / 2));
+  ar.step(5, 2 * 3 + 2 * 7 - 1, st);  // the last step is a row all-gather step
+  CHECK(st.sends[0].peer == 6);
+  const CollectiveSchedule rs(CollectiveKind::reduce_scatter, CollectiveAlgorithm::torus_2d, 32, B, 4);
+  const CollectiveSchedule ag(CollectiveKind::all_gather, CollectiveAlgorithm::torus_2d, 32, B, 4);
+  CHECK(rs.step_count() == 10);
+  CHECK(ag.step_count() == 10);
+  ag.step(5, 0, st);  // the all-gather starts along the columns
+  CHECK(st.sends[0].peer == 9);
+  CHECK(rs.alpha_beta_time_s(1e-6, 1e9) + ag.alpha_beta_time_s(1e-6, 1e9) ==
+        doctest::Approx(ar.alpha_beta_time_s(1e-6, 1e9)));
+  // a ring of two sends its whole share to its one neighbour
+  const CollectiveSchedule two(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 4, B, 2);
+  two.step(0, 0, st);
+  REQUIRE(st.sends.size() == 1);
+  CHECK(st.sends[0].bytes == doctest::Approx(B / 2));
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 30, B, 4),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::torus_2d, 32, B, 4),
+                  std::invalid_argument);
+}
+
+TEST_CASE("adopt_torus_collectives: rectangles of the torus get the 2-D algorithm, all-to-alls go direct") {
+  const TorusNetwork net(torus(8, 4), Precision::fp16);
+  CHECK(torus_rectangle_row(net, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}) == 8);
+  CHECK(torus_rectangle_row(net, {2, 3, 4, 5}) == 4);             // part of a row
+  CHECK(torus_rectangle_row(net, {6, 7, 0, 1}) == 4);             // round the wrap: still a ring of neighbours
+  CHECK(torus_rectangle_row(net, {6, 7, 8, 9}) == 0);             // leaves the row for the next one
+  CHECK(torus_rectangle_row(net, {6, 7, 14, 15}) == 2);           // 2 x 2
+  CHECK(torus_rectangle_row(net, {0, 2, 4, 6}) == 0);             // strided
+  CHECK(torus_rectangle_row(net, {0, 8, 16, 24}) == 1);           // a column
+  Workload w = one_collective(net, CollectiveKind::all_reduce, 1e6);
+  CHECK(w.groups["all"].block_size == 8);
+  CHECK(std::get<CollectiveWork>(w.programs[0][0].work).algorithm == CollectiveAlgorithm::torus_2d);
+  // a group on part of a row keeps the one-way ring (its rings would not close)
+  Workload part = one_collective(net, CollectiveKind::all_reduce, 1e6);
+  part.groups["all"].members = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  part.groups["all"].index(32);
+  std::get<CollectiveWork>(part.programs[0][0].work).algorithm = CollectiveAlgorithm::ring;
+  adopt_torus_collectives(part, net);
+  CHECK(std::get<CollectiveWork>(part.programs[0][0].work).algorithm == CollectiveAlgorithm::ring);
+  Workload a = one_collective(net, CollectiveKind::all_to_all, 1e6);
+  CHECK(std::get<CollectiveWork>(a.programs[0][0].work).algorithm == CollectiveAlgorithm::direct);
+}
+
+TEST_CASE("torus sim: 2-D torus all_reduce on 8 x 4 chips matches the closed form") {
+  const double bytes = 32 * 2.0 * 1024 * 1024;
+  const double t = simulate_in_child(8, 4, CollectiveKind::all_reduce, bytes, Fidelity::exhaustive);
+  const double expected = torus_all_reduce_closed_form(8, 4, bytes);
+  CHECK(expected == doctest::Approx(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 32,
+                                                       bytes, 8)
+                                        .alpha_beta_time_s(kLat, kLink)));
+  INFO("simulated ", t, " s, closed form ", expected, " s");
+  CHECK(std::fabs(t - expected) <= 1e-6 * expected);
+}
+
+TEST_CASE("torus sim: a fixed gradient's 2-D all_reduce stays nearly flat from 16 to 2,048 chips") {
+  const double bytes = 100e6;  // ResNet-50's 25.6 M parameters in fp32
+  const double small = simulate_in_child(4, 4, CollectiveKind::all_reduce, bytes, Fidelity::folded);
+  const double large = simulate_in_child(64, 32, CollectiveKind::all_reduce, bytes, Fidelity::folded);
+  MESSAGE("16 chips ", small, " s, 2,048 chips ", large, " s");
+  REQUIRE(small > 0);
+  CHECK(small == doctest::Approx(torus_all_reduce_closed_form(4, 4, bytes)).epsilon(1e-6));
+  CHECK(large == doctest::Approx(torus_all_reduce_closed_form(64, 32, bytes)).epsilon(1e-6));
+  // the bandwidth term tends to B / (2 link) per pass as rows grow: (3/4 + 3/16) -> (63/64 + 31/2048)
+  CHECK(large / small < 1.25);
+}
+
+TEST_CASE("torus sim: an all_to_all with every flow at once meets the bisection bound of an 8 x 8 torus") {
+  // 64 chips, c bytes to every other chip. A cut into two 4 x 8 halves crosses 2 x 8 links each
+  // way and (64/2)^2 c must cross it: T >= 32^2 c / (16 link) = 64 c / link. Dimension-ordered
+  // routes with ties split by parity load every x link with exactly 8 (1 + 2 + 3 + 4/2) c = 64 c.
+  const int n = 64;
+  const double c = 1e6;
+  const double t = simulate_in_child(8, 8, CollectiveKind::all_to_all, c * n, Fidelity::exhaustive);
+  const double bound = (n / 2.0) * (n / 2.0) * c / (2 * 8 * kLink);
+  MESSAGE("simulated ", t, " s, bisection bound ", bound, " s");
+  CHECK(t >= bound);
+  CHECK(t <= 1.05 * bound + 8 * kLat);
+}
+
+TEST_CASE("folding on a 16 x 16 torus: the 2-D all_reduce matches exhaustive within 2 %") {
+  const double bytes = 64e6;
+  const double ex = simulate_in_child(16, 16, CollectiveKind::all_reduce, bytes, Fidelity::exhaustive);
+  const double fo = simulate_in_child(16, 16, CollectiveKind::all_reduce, bytes, Fidelity::folded);
+  MESSAGE("exhaustive ", ex, " s, folded ", fo, " s");
+  REQUIRE(ex > 0);
+  CHECK(std::fabs(fo - ex) <= 0.02 * ex);
+}
+
+// (8 x 8: the exhaustive all-at-once all-to-all of 16 x 16, 65,280 concurrent flows, takes minutes)
+TEST_CASE("folding on an 8 x 8 torus: the all-at-once all_to_all matches exhaustive within 2 %") {
+  const double bytes = 64 * 256e3;
+  const double ex = simulate_in_child(8, 8, CollectiveKind::all_to_all, bytes, Fidelity::exhaustive);
+  const double fo = simulate_in_child(8, 8, CollectiveKind::all_to_all, bytes, Fidelity::folded);
+  MESSAGE("exhaustive ", ex, " s, folded ", fo, " s");
+  REQUIRE(ex > 0);
+  CHECK(std::fabs(fo - ex) <= 0.02 * ex);
+}
