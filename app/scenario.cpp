@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/embedded.hpp"
+#include "models/plan_rules.hpp"
 #include "sim/checked_count.hpp"
 #include "sim/physical_range.hpp"
 
@@ -723,31 +724,43 @@ ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
   ParallelPlan s;
   s.data = r.required_int(p, path, "devices");
   s.global_batch = r.required_int(p, path, "global_batch");
-  if (s.global_batch % s.data != 0)
-    r.fail(child(path, "global_batch"), "expected a multiple of devices (" + std::to_string(s.data) + "), got " +
-                                            std::to_string(s.global_batch));
-  s.micro_batch = s.global_batch / s.data;
+  s.micro_batch = s.global_batch / s.data;  // models/plan_rules.cpp checks that devices divide it
   if (Reader::find(p, "weight_update_sharding"))
     s.zero_stage = r.required_annotated_bool(p, path, "weight_update_sharding") ? 1 : 0;
   s.batch_norm_group = r.optional_int(p, path, "batch_norm_group", 1);
-  if (s.data % s.batch_norm_group != 0)
-    r.fail(child(path, "batch_norm_group"), "expected a divisor of devices (" + std::to_string(s.data) + "), got " +
-                                                std::to_string(s.batch_norm_group));
   return s;
 }
 
-void validate_convnet(const Reader& r, const Scenario& s) {
-  const ParallelPlan& p = s.parallel;
-  if (p.data > s.machine.device_count())
-    r.fail("/plan/devices", "expected at most the machine's " + std::to_string(s.machine.device_count()) + " " +
-                                s.machine.device_word() + "s, got " + std::to_string(p.data));
-  const int cores = s.machine.cores_per_device;
-  if (p.micro_batch % cores != 0)
-    r.fail("/plan/global_batch", "expected the images per " + s.machine.device_word() + " (" +
-                                     std::to_string(p.micro_batch) + ") to split over its " + std::to_string(cores) +
-                                     " cores");
-  if (s.training.precision == PrecisionPolicy::fp16 && !s.machine.peak_flops_per_s.count(Precision::fp16))
-    r.fail("/training/precision", "expected \"fp32\": machine " + quoted(s.machine.name) + " gives no fp16 peak");
+// What the plan rules (models/plan_rules.hpp) need to know of the machine.
+PlanMachine plan_machine(const MachineSpec& mc) {
+  PlanMachine pm;
+  pm.name = mc.name;
+  pm.family = mc.family;
+  pm.device_name = mc.device_name;
+  pm.device_word = mc.device_word();
+  pm.devices = mc.device_count();
+  pm.fp16_peak = mc.peak_flops_per_s.count(Precision::fp16) > 0;
+  pm.fp16_gemm = mc.gemm_efficiency.count(Precision::fp16) > 0;
+  pm.flash_fp32 = mc.flash_attention_efficiency.count(Precision::fp32) > 0;
+  pm.flash_fp16 = mc.flash_attention_efficiency.count(Precision::fp16) > 0;
+  pm.host_offload = mc.host_link_Bps > 0 && mc.host_memory_Bps > 0;
+  pm.cores_per_device = mc.cores_per_device;
+  pm.nodes_per_supernode = mc.nodes_per_supernode;
+  pm.supernodes = mc.supernodes;
+  return pm;
+}
+
+// The plan rules of models/plan_rules.hpp, the first broken one reported with its JSON path.
+void check_plan_rules(const Reader& r, const Scenario& s) {
+  const PlanMachine pm = plan_machine(s.machine);
+  std::optional<PlanProblem> bad;
+  if (s.model.is_convnet())
+    bad = convnet_plan_problem(s.parallel, s.training.precision, &pm, pm.cores_per_device);
+  else if (s.plan_kind == Scenario::PlanKind::general)
+    bad = general_plan_problem(s.model, s.training, s.parallel, &pm);
+  else
+    bad = moda_plan_problem(s.model, s.training, s.plan, pm);
+  if (bad) r.fail(bad->json_path, bad->expected);
 }
 
 PlanSpec read_plan(const Reader& r, const json& root) {
@@ -868,220 +881,6 @@ Fidelity read_engine(const Reader& r, const json& root) {
                                                                               : Fidelity::exhaustive;
 }
 
-std::string num(long long x) { return std::to_string(x); }
-
-bool is_power(long long x, int e, long long& root) {
-  for (long long q = 1; q <= x; ++q) {
-    long long p = 1;
-    for (int i = 0; i < e; ++i) p *= q;
-    if (p == x) {
-      root = q;
-      return true;
-    }
-    if (p > x) break;
-  }
-  return false;
-}
-
-// A run in fp16 or mixed precision needs the device's fp16 peak and GEMM efficiency.
-void check_half_precision_figures(const Reader& r, const Scenario& s) {
-  const MachineSpec& mc = s.machine;
-  if (s.training.precision == PrecisionPolicy::fp32) return;
-  const bool peak = mc.peak_flops_per_s.count(Precision::fp16) > 0, gemm = mc.gemm_efficiency.count(Precision::fp16) > 0;
-  if (peak && gemm) return;
-  r.fail("/training/precision", std::string("expected \"fp32\": precision ") + quoted(to_string(s.training.precision)) +
-                                    " needs the device's peak_flops_per_s.fp16 and gemm_efficiency.fp16, and device " +
-                                    quoted(mc.device_name) + " of machine " + quoted(mc.name) + " lacks " +
-                                    (!peak ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
-}
-
-void validate_general(const Reader& r, const Scenario& s) {
-  const ModelSpec& m = s.model;
-  const ParallelPlan& p = s.parallel;
-  if (!m.dense()) {
-    if (p.tensor != 1)
-      r.fail("/plan/tensor_parallel", "expected 1: MoE models are split by expert_parallel, not tensor parallelism, here");
-    if (m.experts_per_layer % p.expert != 0 || p.data % p.expert != 0)
-      r.fail("/plan/expert_parallel", "expected a divisor of the experts per layer (" + num(m.experts_per_layer) +
-                                          ") and of data_parallel (" + num(p.data) + "), got " + num(p.expert));
-    if (m.top_k > m.experts_per_layer)
-      r.fail("/model/top_k", "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " + num(m.top_k));
-  }
-  if (m.d_model % m.heads != 0)
-    r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads));
-  if (m.kv_heads != 0 && m.heads % m.kv_heads != 0)
-    r.fail("/model/kv_heads", "expected a divisor of the heads (" + num(m.heads) + "), got " + num(m.kv_heads));
-  if (m.kv_heads != 0 && p.tensor_mode == TensorMode::one_d && m.kv_heads % p.tensor != 0)
-    r.fail("/model/kv_heads", "expected a multiple of tensor_parallel (" + num(p.tensor) +
-                                  "): Megatron splits the key/value heads over the tensor group, got " + num(m.kv_heads));
-  if (m.kv_heads != 0 && p.tensor_mode != TensorMode::one_d)
-    r.fail("/model/kv_heads", "expected no kv_heads: grouped-query attention is modelled with 1-D tensor parallelism");
-  if (!m.tied_embeddings && m.vocab == 0)
-    r.fail("/model/tied_embeddings", "expected true (or no key): without a vocabulary there is no embedding to untie");
-  if (p.attention == ParallelPlan::Attention::flash && !s.machine.flash_attention_efficiency.count(
-          s.training.precision == PrecisionPolicy::fp32 ? Precision::fp32 : Precision::fp16))
-    r.fail("/plan/attention", "expected \"standard\": machine " + quoted(s.machine.name) + "'s device file gives no "
-                              "flash_attention_efficiency for this precision");
-  if (s.training.precision == PrecisionPolicy::mixed)
-    r.fail("/training/precision",
-           "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
-  check_half_precision_figures(r, s);
-  if (m.dense() && p.expert != 1) r.fail("/plan/expert_parallel", "expected 1: a dense model has no experts");
-  if (p.paro) r.fail("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
-  if (p.offload_optimizer && !(s.machine.host_link_Bps > 0 && s.machine.host_memory_Bps > 0))
-    r.fail("/plan/offload_optimizer",
-           "expected false: optimizer offload needs the machine's host_link_Bps and host_memory_Bps (per " +
-               s.machine.device_word() + ": the link to its host and its share of the host's memory bandwidth), and machine " +
-               quoted(s.machine.name) + " (family " + quoted(s.machine.family) + ") does not give them");
-  long long q = 0;
-  switch (p.tensor_mode) {
-    case TensorMode::one_d:
-      break;
-    case TensorMode::two_d:
-      if (!is_power(p.tensor, 2, q))
-        r.fail("/plan/tensor_parallel", "expected a perfect square for 2-D tensor parallelism, got " + num(p.tensor));
-      break;
-    case TensorMode::two_half_d:
-      if (p.tensor % p.tensor_depth != 0 || !is_power(p.tensor / p.tensor_depth, 2, q))
-        r.fail("/plan/tensor_parallel", "expected tensor_depth x q x q for 2.5-D tensor parallelism (depth " +
-                                            num(p.tensor_depth) + "), got " + num(p.tensor));
-      break;
-    case TensorMode::three_d:
-      if (!is_power(p.tensor, 3, q))
-        r.fail("/plan/tensor_parallel", "expected a perfect cube for 3-D tensor parallelism, got " + num(p.tensor));
-      break;
-  }
-  if (s.training.grad_sync == GradSync::overlap && p.data == 1)
-    r.fail("/training/grad_sync", "expected \"after_backward\": data_parallel is 1, so there is no data-parallel "
-                                  "gradient reduction to overlap with the backward pass");
-  if (p.distributed_optimizer && p.data == 1)
-    r.fail("/plan/distributed_optimizer", "expected false: data_parallel is 1, so there are no replicas to shard the "
-                                          "optimizer state over");
-  if (p.sequence_parallel && p.tensor_mode != TensorMode::one_d)
-    r.fail("/plan/sequence_parallel", std::string("expected false: sequence parallelism splits Megatron's 1-D tensor "
-                                                  "group along the sequence; ") + to_string(p.tensor_mode) +
-                                          " tensor parallelism already splits the tokens");
-  if (p.sequence_parallel && p.tensor == 1)
-    r.fail("/plan/sequence_parallel", "expected false: sequence parallelism splits the tensor-parallel group's "
-                                      "activations, and tensor_parallel is 1");
-  if (p.tensor_mode != TensorMode::two_half_d && p.tensor_depth != 1)
-    r.fail("/plan/tensor_depth", "expected 1 (or no key): only 2.5-D tensor parallelism has a depth");
-  if (p.tensor_mode == TensorMode::one_d) {
-    if (m.heads % p.tensor != 0)
-      r.fail("/plan/tensor_parallel", "expected a divisor of the heads (" + num(m.heads) + "), got " + num(p.tensor));
-    if (m.d_ff % p.tensor != 0)
-      r.fail("/plan/tensor_parallel", "expected a divisor of d_ff (" + num(m.d_ff) + "), got " + num(p.tensor));
-    if (m.vocab % p.tensor != 0)
-      r.fail("/plan/tensor_parallel", "expected a divisor of the vocabulary (" + num(m.vocab) + "), got " + num(p.tensor));
-  }
-  const long long vt = static_cast<long long>(p.pipeline) * p.virtual_stages;
-  // Uneven chunks (Llama 3's 126 layers on 16 stages), every chunk keeping a layer
-  // (models/memory_model.hpp: layers_on_chunk).
-  if (m.layers % vt != 0 && m.layers <= vt)
-    r.fail("/plan/pipeline_parallel", "expected pipeline_parallel x virtual_stages (" + num(vt) +
-                                          ") to divide the layers (" + num(m.layers) + "), or to be fewer than them");
-  if (p.virtual_stages == 1 && p.schedule == PipelineSchedule::interleaved)
-    r.fail("/plan/virtual_stages", "expected at least 2 model chunks per device under the interleaved schedule (with 1 "
-                                   "it is 1F1B: use \"schedule\": \"1f1b\")");
-  if (p.virtual_stages > 1 && p.pipeline == 1)
-    r.fail("/plan/virtual_stages", "expected 1 without pipeline parallelism (pipeline_parallel 1): model chunks are "
-                                   "interleaved across pipeline stages");
-  if (p.virtual_stages > 1 && p.schedule != PipelineSchedule::interleaved)
-    r.fail("/plan/virtual_stages", "expected 1: " + num(p.virtual_stages) +
-                                       " model chunks per device need \"schedule\": \"interleaved\"");
-  const long long per_step = static_cast<long long>(p.micro_batch) * p.data;
-  if (p.global_batch % per_step != 0)
-    r.fail("/plan/global_batch", "expected a multiple of micro_batch x data_parallel (" + num(p.micro_batch) + " x " +
-                                     num(p.data) + " = " + num(per_step) + "), got " + num(p.global_batch));
-  const long long mbs = p.global_batch / per_step;
-  if (p.schedule == PipelineSchedule::interleaved && mbs % p.pipeline != 0)
-    r.fail("/plan/global_batch", "expected the micro-batches per pipeline (global_batch / (micro_batch x data_parallel) = " +
-                                     num(mbs) + ") to be a multiple of pipeline_parallel (" + num(p.pipeline) +
-                                     ") under the interleaved schedule");
-  // Checked 64-bit arithmetic: three 32-bit sizes can overflow even 64 bits.
-  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline});
-  if (!devices || *devices > s.machine.device_count())
-    r.fail("/plan", "expected at most the machine's " + num(s.machine.device_count()) + " devices (" +
-                        s.machine.device_word() + "s): data_parallel x tensor_parallel x pipeline_parallel = " +
-                        num(p.data) + " x " + num(p.tensor) + " x " + num(p.pipeline) + " = " +
-                        (devices ? num(*devices) : std::string("more than 2^63")));
-}
-
-void validate(const Reader& r, const Scenario& s) {
-  const ModelSpec& m = s.model;
-  const PlanSpec& p = s.plan;
-  const MachineSpec& mc = s.machine;
-  if (mc.family != "sunway")
-    r.fail("/plan/layout", "expected a general plan (no \"layout\"): BaGuaLu's MoDa layouts place ranks on Sunway "
-                           "supernodes, and machine " + quoted(mc.name) + " is of family " + quoted(mc.family));
-  if (m.experts_per_layer <= 0)
-    r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
-  // BaGuaLu's MoDa graphs (models/moe_transformer.cpp) have multi-head attention, GELU experts and
-  // no embedding: the modern layers are simulated with general plans.
-  if (m.kv_heads != 0) r.fail("/model/kv_heads", "expected no kv_heads: grouped-query attention is simulated with general plans");
-  if (m.ffn != ModelSpec::Ffn::gelu) r.fail("/model/ffn", "expected \"gelu\": SwiGLU is simulated with general plans");
-  if (!m.tied_embeddings)
-    r.fail("/model/tied_embeddings", "expected true (or no key): the MoDa models have no embedding to untie");
-  if (m.dropless())
-    r.fail("/model/capacity_factor", "expected a positive number: dropless routing (capacity_factor 0) is simulated "
-                                     "with general plans; BaGuaLu's SWIPE gives every expert exactly its capacity");
-  if (m.router.distribution != RouterDistribution::uniform)
-    r.fail("/model/router/distribution",
-           "expected \"uniform\" (or no router): under BaGuaLu's MoDa layouts SWIPE re-assigns the tokens over "
-           "capacity so that every expert receives exactly its capacity; skewed routing is simulated with general plans");
-
-  if (m.d_model % m.heads != 0)
-    r.fail("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads) +
-                               ": d_model % heads must be 0");
-  if (m.top_k > m.experts_per_layer)
-    r.fail("/model/top_k", "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " +
-                               num(m.top_k));
-
-  check_half_precision_figures(r, s);
-
-  const int K = p.nodes_per_supernode_used;
-  if (K > mc.nodes_per_supernode)
-    r.fail("/plan/nodes_per_supernode_used", "expected at most the machine's nodes_per_supernode (" +
-                                                 num(mc.nodes_per_supernode) + "), got " + num(K));
-  if (p.nodes % K != 0)
-    r.fail("/plan/nodes", "expected a multiple of nodes_per_supernode_used: nodes must fill whole supernodes: " +
-                              num(p.nodes) + " is not a multiple of " + num(K));
-  const int supernodes = p.nodes / K;
-  if (supernodes > mc.supernodes)
-    r.fail("/plan/nodes", "expected at most " + num(static_cast<long long>(mc.supernodes) * K) +
-                              " nodes: the plan needs " + num(supernodes) + " supernodes, the machine has " +
-                              num(mc.supernodes));
-
-  const int E = m.experts_per_layer;
-  if (E > p.nodes)
-    r.fail("/plan/nodes", "expected at least experts_per_layer (" + num(E) + ") nodes: more experts than nodes (" +
-                              num(p.nodes) + ")");
-  if (p.nodes % E != 0)
-    r.fail("/plan/nodes", "expected a multiple of experts_per_layer (" + num(E) +
-                              "): replicas per expert = nodes / experts must be an integer, got " + num(p.nodes) +
-                              " / " + num(E));
-  const int replicas = p.nodes / E;
-  if (p.paro && replicas == 1)
-    r.fail("/plan/paro", "expected false: ParO needs at least 2 replicas per expert (nodes / experts_per_layer = " +
-                             num(p.nodes) + " / " + num(E) + " = 1); set paro to false");
-
-  // The group that must tile supernodes: MoDa keeps each expert's replicas together,
-  // the inverse layout keeps each all-to-all group (one node per expert) together.
-  const bool moda = p.layout == Layout::moda;
-  const int group = moda ? replicas : E;
-  const std::string what = moda ? "the replicas per expert (nodes / experts_per_layer = " + num(group) + ")"
-                                : "experts_per_layer (" + num(group) + ")";
-  const std::string head = std::string("layout ") + to_string(p.layout) + ": " + what;
-  if (group <= K) {
-    if (K % group != 0)
-      r.fail("/plan/layout", "expected " + what + " to divide nodes_per_supernode_used (" + num(K) + "): " + head +
-                                 " must tile supernodes");
-  } else if (group % K != 0) {
-    r.fail("/plan/layout", "expected " + what + " to be a multiple of nodes_per_supernode_used (" + num(K) +
-                               "): " + head + " must tile supernodes");
-  }
-}
-
 }  // namespace
 
 Scenario parse_scenario(const std::string& json_text, const std::string& file) {
@@ -1100,7 +899,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     s.training = read_convnet_training(r, root);
     s.parallel = read_convnet_plan(r, root);
     s.fidelity = read_engine(r, root);
-    validate_convnet(r, s);
+    check_plan_rules(r, s);
     return s;
   }
   const json* plan = Reader::find(root, "plan");
@@ -1113,10 +912,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     s.plan = read_plan(r, root);
   }
   s.fidelity = read_engine(r, root);
-  if (general)
-    validate_general(r, s);
-  else
-    validate(r, s);
+  check_plan_rules(r, s);
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "models/graph_builder.hpp"
+#include "models/plan_rules.hpp"
 
 namespace exasim {
 
@@ -244,22 +245,6 @@ class ConvNetGraph {
   long last_ = -1;
 };
 
-void check_convnet_plan(const ParallelPlan& plan, int cores) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (plan.tensor != 1 || plan.pipeline != 1 || plan.expert != 1)
-    fail("a convolutional network runs data-parallel only (tensor, pipeline and expert parallelism 1)");
-  if (plan.zero_stage > 1) fail("a convolutional network takes zero_stage 0 or 1 (weight-update sharding)");
-  if (plan.offload_optimizer) fail("a convolutional network does not offload its optimizer");
-  if (plan.global_batch % plan.data != 0)
-    fail("global_batch " + std::to_string(plan.global_batch) + " does not split over " + std::to_string(plan.data) +
-         " replicas");
-  if ((plan.global_batch / plan.data) % cores != 0)
-    fail(std::to_string(plan.global_batch / plan.data) + " images per device do not split over its " +
-         std::to_string(cores) + " cores");
-  if (plan.batch_norm_group < 1 || plan.data % plan.batch_norm_group != 0)
-    fail("batch_norm_group " + std::to_string(plan.batch_norm_group) + " does not divide the " +
-         std::to_string(plan.data) + " replicas");
-}
 
 // Parameters in fp32 with their gradients and momentum (sharded under weight-update sharding);
 // activations: every layer's input kept for the backward pass in the compute precision.
@@ -298,7 +283,9 @@ void place_data_parallel(Workload& w, int replicas, int bn_group) {
 
 ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy precision, const ParallelPlan& plan,
                                        int cores_per_device) {
-  check_convnet_plan(plan, cores_per_device);
+  // The plan rules the scenario parser applies, less the machine's (models/plan_rules.hpp).
+  if (auto problem = convnet_plan_problem(plan, precision, nullptr, cores_per_device))
+    throw std::invalid_argument(problem->text());
   const std::vector<CnnLayer> layers = convnet_layers(spec);
   const double images = double(plan.global_batch) / plan.data;
   const Precision p = precision == PrecisionPolicy::fp32 ? Precision::fp32 : Precision::fp16;

@@ -7,9 +7,6 @@
 
 namespace exasim {
 
-namespace {
-
-// The integer r with r^k = n, or 0.
 int exact_root(int n, int k) {
   if (n < 1) return 0;
   const int r = int(std::lround(std::pow(double(n), 1.0 / k)));
@@ -20,6 +17,8 @@ int exact_root(int n, int k) {
   }
   return 0;
 }
+
+namespace {
 
 TensorCollective coll(CollectiveKind k, const std::string& role, int members, double bytes, const std::string& what) {
   return TensorCollective{k, role, members, bytes, what};

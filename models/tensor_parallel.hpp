@@ -109,6 +109,9 @@ struct TensorLayout {
 };
 TensorLayout tensor_layout(const ParallelPlan& plan);
 
+// The integer r with r^k = n, or 0 (also for n < 1).
+int exact_root(int n, int k);
+
 // The group roles of a tensor mode, and the group and member index of tensor rank `t` in `role`.
 std::vector<std::string> tensor_group_roles(TensorMode m);
 struct TensorGroupPosition {

@@ -9,6 +9,7 @@
 
 #include "models/graph_builder.hpp"
 #include "models/pipeline_schedule.hpp"
+#include "models/plan_rules.hpp"
 #include "models/tensor_parallel.hpp"
 
 namespace exasim {
@@ -506,22 +507,10 @@ class StageBuilder {
 }  // namespace
 
 TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
-  if (!m.dense() && plan.tensor > 1) bad("MoE models are not tensor-parallel here: use tensor_parallel 1 and expert_parallel");
-  if (!m.dense() && (m.experts_per_layer % plan.expert != 0 || plan.data % plan.expert != 0))
-    bad(fmt::format("expert_parallel ({}) must divide the experts ({}) and data_parallel ({})", plan.expert,
-                    m.experts_per_layer, plan.data));
-  if (m.dense() && plan.expert != 1) bad("a dense model has no experts: expert_parallel must be 1");
-  if (t.precision == PrecisionPolicy::mixed)
-    bad("precision \"mixed\" is BaGuaLu's layer-wise policy for MoDa layouts; use \"fp16\" or \"fp32\"");
-  const int vt = checked_int_product({plan.pipeline, plan.virtual_stages}, "pipeline x virtual stages");
-  if (m.layers % vt != 0 && m.layers <= vt)
-    bad(fmt::format("layers ({}) must be a multiple of pipeline stages x virtual stages ({}), or more than them",
-                    m.layers, vt));
+  // The plan rules the scenario parser applies, less the machine's (models/plan_rules.hpp).
+  if (auto problem = general_plan_problem(m, t, plan, nullptr)) bad(problem->text());
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
   if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
-  if (plan.global_batch % (plan.micro_batch * plan.data) != 0)
-    bad(fmt::format("global_batch ({}) must be a multiple of micro_batch x data_parallel ({} x {})", plan.global_batch,
-                    plan.micro_batch, plan.data));
 
   TransformerWorkload out;
   out.placement = place_plan(plan, out.workload);

@@ -222,9 +222,9 @@ TEST_CASE("impossible plans are refused with the reason") {
   CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(3), half(), plan(1, 1, 4, 1, 4)),
                        doctest::Contains("layers (3)"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(4, 64, 4), half(), plan(1, 8, 1, 1, 4)),
-                       doctest::Contains("tensor-parallel size (8)"), std::invalid_argument);
+                       doctest::Contains("/plan/tensor_parallel: expected a divisor of the heads (4), got 8"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(build_transformer_workload(gpt(), half(), plan(3, 1, 1, 2, 8)),
-                       doctest::Contains("global_batch (8)"), std::invalid_argument);
+                       doctest::Contains("/plan/global_batch: expected a multiple of micro_batch x data_parallel"), std::invalid_argument);
 }
 
 TEST_CASE("MoE layers under expert parallelism: capacity, all-to-all bytes, expert shapes and gradient groups") {

@@ -1,0 +1,312 @@
+#include "models/plan_rules.hpp"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "models/tensor_parallel.hpp"
+#include "sim/checked_count.hpp"
+
+namespace exasim {
+
+namespace {
+
+using Problem = std::optional<PlanProblem>;
+
+Problem problem(std::string path, std::string expected) { return PlanProblem{std::move(path), std::move(expected)}; }
+
+std::string num(long long x) { return std::to_string(x); }
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// Mixture-of-experts and attention shapes against the plan.
+Problem general_model_problem(const ModelSpec& m, const ParallelPlan& p) {
+  if (!m.dense()) {
+    if (p.tensor != 1)
+      return problem("/plan/tensor_parallel",
+                     "expected 1: MoE models are split by expert_parallel, not tensor parallelism, here");
+    if (m.experts_per_layer % p.expert != 0 || p.data % p.expert != 0)
+      return problem("/plan/expert_parallel", "expected a divisor of the experts per layer (" +
+                                                  num(m.experts_per_layer) + ") and of data_parallel (" + num(p.data) +
+                                                  "), got " + num(p.expert));
+    if (m.top_k > m.experts_per_layer)
+      return problem("/model/top_k",
+                     "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " + num(m.top_k));
+  }
+  if (m.d_model % m.heads != 0)
+    return problem("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads));
+  if (m.kv_heads != 0 && m.heads % m.kv_heads != 0)
+    return problem("/model/kv_heads", "expected a divisor of the heads (" + num(m.heads) + "), got " + num(m.kv_heads));
+  if (m.kv_heads != 0 && p.tensor_mode == TensorMode::one_d && m.kv_heads % p.tensor != 0)
+    return problem("/model/kv_heads", "expected a multiple of tensor_parallel (" + num(p.tensor) +
+                                          "): Megatron splits the key/value heads over the tensor group, got " +
+                                          num(m.kv_heads));
+  if (m.kv_heads != 0 && p.tensor_mode != TensorMode::one_d)
+    return problem("/model/kv_heads",
+                   "expected no kv_heads: grouped-query attention is modelled with 1-D tensor parallelism");
+  if (!m.tied_embeddings && m.vocab == 0)
+    return problem("/model/tied_embeddings",
+                   "expected true (or no key): without a vocabulary there is no embedding to untie");
+  return std::nullopt;
+}
+
+// A run in fp16 or mixed precision needs the device's fp16 peak and GEMM efficiency.
+Problem half_precision_problem(PrecisionPolicy precision, const PlanMachine& mc) {
+  if (precision == PrecisionPolicy::fp32 || (mc.fp16_peak && mc.fp16_gemm)) return std::nullopt;
+  return problem("/training/precision", std::string("expected \"fp32\": precision ") + quoted(to_string(precision)) +
+                                            " needs the device's peak_flops_per_s.fp16 and gemm_efficiency.fp16, and "
+                                            "device " + quoted(mc.device_name) + " of machine " + quoted(mc.name) +
+                                            " lacks " + (!mc.fp16_peak ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
+}
+
+// Precision, attention kernel and optimizer placement against the machine (when given).
+Problem general_precision_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
+                                  const PlanMachine* mc) {
+  if (mc && p.attention == ParallelPlan::Attention::flash &&
+      !(t.precision == PrecisionPolicy::fp32 ? mc->flash_fp32 : mc->flash_fp16))
+    return problem("/plan/attention", "expected \"standard\": machine " + quoted(mc->name) +
+                                          "'s device file gives no flash_attention_efficiency for this precision");
+  if (t.precision == PrecisionPolicy::mixed)
+    return problem("/training/precision",
+                   "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
+  if (mc)
+    if (auto bad = half_precision_problem(t.precision, *mc)) return bad;
+  if (m.dense() && p.expert != 1) return problem("/plan/expert_parallel", "expected 1: a dense model has no experts");
+  if (p.paro)
+    return problem("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
+  if (mc && p.offload_optimizer && !mc->host_offload)
+    return problem("/plan/offload_optimizer",
+                   "expected false: optimizer offload needs the machine's host_link_Bps and host_memory_Bps (per " +
+                       mc->device_word + ": the link to its host and its share of the host's memory bandwidth), and "
+                       "machine " + quoted(mc->name) + " (family " + quoted(mc->family) + ") does not give them");
+  return std::nullopt;
+}
+
+// The tensor-parallel size each mode can take.
+Problem tensor_mode_problem(const ParallelPlan& p) {
+  switch (p.tensor_mode) {
+    case TensorMode::one_d:
+      break;
+    case TensorMode::two_d:
+      if (!exact_root(p.tensor, 2))
+        return problem("/plan/tensor_parallel",
+                       "expected a perfect square for 2-D tensor parallelism, got " + num(p.tensor));
+      break;
+    case TensorMode::two_half_d:
+      if (p.tensor % p.tensor_depth != 0 || !exact_root(p.tensor / p.tensor_depth, 2))
+        return problem("/plan/tensor_parallel", "expected tensor_depth x q x q for 2.5-D tensor parallelism (depth " +
+                                                    num(p.tensor_depth) + "), got " + num(p.tensor));
+      break;
+    case TensorMode::three_d:
+      if (!exact_root(p.tensor, 3))
+        return problem("/plan/tensor_parallel",
+                       "expected a perfect cube for 3-D tensor parallelism, got " + num(p.tensor));
+      break;
+  }
+  return std::nullopt;
+}
+
+// Data-parallel options and the tensor split against the model's shapes.
+Problem general_split_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
+  if (auto bad = tensor_mode_problem(p)) return bad;
+  if (t.grad_sync == GradSync::overlap && p.data == 1)
+    return problem("/training/grad_sync", "expected \"after_backward\": data_parallel is 1, so there is no "
+                                          "data-parallel gradient reduction to overlap with the backward pass");
+  if (p.distributed_optimizer && p.data == 1)
+    return problem("/plan/distributed_optimizer", "expected false: data_parallel is 1, so there are no replicas to "
+                                                  "shard the optimizer state over");
+  if (p.sequence_parallel && p.tensor_mode != TensorMode::one_d)
+    return problem("/plan/sequence_parallel", std::string("expected false: sequence parallelism splits Megatron's 1-D "
+                                                          "tensor group along the sequence; ") +
+                                                  to_string(p.tensor_mode) +
+                                                  " tensor parallelism already splits the tokens");
+  if (p.sequence_parallel && p.tensor == 1)
+    return problem("/plan/sequence_parallel", "expected false: sequence parallelism splits the tensor-parallel group's "
+                                              "activations, and tensor_parallel is 1");
+  if (p.tensor_mode != TensorMode::two_half_d && p.tensor_depth != 1)
+    return problem("/plan/tensor_depth", "expected 1 (or no key): only 2.5-D tensor parallelism has a depth");
+  if (p.tensor_mode == TensorMode::one_d) {
+    if (m.heads % p.tensor != 0)
+      return problem("/plan/tensor_parallel",
+                     "expected a divisor of the heads (" + num(m.heads) + "), got " + num(p.tensor));
+    if (m.d_ff % p.tensor != 0)
+      return problem("/plan/tensor_parallel", "expected a divisor of d_ff (" + num(m.d_ff) + "), got " + num(p.tensor));
+    if (m.vocab % p.tensor != 0)
+      return problem("/plan/tensor_parallel",
+                     "expected a divisor of the vocabulary (" + num(m.vocab) + "), got " + num(p.tensor));
+  }
+  return std::nullopt;
+}
+
+// Pipeline stages, model chunks and the schedule against the layers.
+Problem pipeline_problem(const ModelSpec& m, const ParallelPlan& p) {
+  const long long vt = static_cast<long long>(p.pipeline) * p.virtual_stages;
+  // Uneven chunks (Llama 3's 126 layers on 16 stages), every chunk keeping a layer
+  // (models/memory_model.hpp: layers_on_chunk).
+  if (m.layers % vt != 0 && m.layers <= vt)
+    return problem("/plan/pipeline_parallel", "expected pipeline_parallel x virtual_stages (" + num(vt) +
+                                                  ") to divide the layers (" + num(m.layers) +
+                                                  "), or to be fewer than them");
+  if (p.virtual_stages == 1 && p.schedule == PipelineSchedule::interleaved)
+    return problem("/plan/virtual_stages", "expected at least 2 model chunks per device under the interleaved "
+                                           "schedule (with 1 it is 1F1B: use \"schedule\": \"1f1b\")");
+  if (p.virtual_stages > 1 && p.pipeline == 1)
+    return problem("/plan/virtual_stages", "expected 1 without pipeline parallelism (pipeline_parallel 1): model "
+                                           "chunks are interleaved across pipeline stages");
+  if (p.virtual_stages > 1 && p.schedule != PipelineSchedule::interleaved)
+    return problem("/plan/virtual_stages", "expected 1: " + num(p.virtual_stages) +
+                                               " model chunks per device need \"schedule\": \"interleaved\"");
+  return std::nullopt;
+}
+
+// The global batch against micro-batches and replicas, and the devices against the machine's.
+Problem batch_and_devices_problem(const ParallelPlan& p, const PlanMachine* mc) {
+  const long long per_step = static_cast<long long>(p.micro_batch) * p.data;
+  if (p.global_batch % per_step != 0)
+    return problem("/plan/global_batch", "expected a multiple of micro_batch x data_parallel (" + num(p.micro_batch) +
+                                             " x " + num(p.data) + " = " + num(per_step) + "), got " +
+                                             num(p.global_batch));
+  const long long mbs = p.global_batch / per_step;
+  if (p.schedule == PipelineSchedule::interleaved && mbs % p.pipeline != 0)
+    return problem("/plan/global_batch",
+                   "expected the micro-batches per pipeline (global_batch / (micro_batch x data_parallel) = " +
+                       num(mbs) + ") to be a multiple of pipeline_parallel (" + num(p.pipeline) +
+                       ") under the interleaved schedule");
+  if (!mc) return std::nullopt;
+  // Checked 64-bit arithmetic: three 32-bit sizes can overflow even 64 bits.
+  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline});
+  if (!devices || *devices > mc->devices)
+    return problem("/plan", "expected at most the machine's " + num(mc->devices) + " devices (" + mc->device_word +
+                                "s): data_parallel x tensor_parallel x pipeline_parallel = " + num(p.data) + " x " +
+                                num(p.tensor) + " x " + num(p.pipeline) + " = " +
+                                (devices ? num(*devices) : std::string("more than 2^63")));
+  return std::nullopt;
+}
+
+// What BaGuaLu's MoDa graphs (models/moe_transformer.cpp) can express: multi-head attention, GELU
+// experts, no embedding, SWIPE's exact capacities.
+Problem moda_model_problem(const ModelSpec& m, const PlanMachine& mc) {
+  if (mc.family != "sunway")
+    return problem("/plan/layout", "expected a general plan (no \"layout\"): BaGuaLu's MoDa layouts place ranks on "
+                                   "Sunway supernodes, and machine " + quoted(mc.name) + " is of family " +
+                                       quoted(mc.family));
+  if (m.experts_per_layer <= 0)
+    return problem("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
+  if (m.kv_heads != 0)
+    return problem("/model/kv_heads", "expected no kv_heads: grouped-query attention is simulated with general plans");
+  if (m.ffn != ModelSpec::Ffn::gelu)
+    return problem("/model/ffn", "expected \"gelu\": SwiGLU is simulated with general plans");
+  if (!m.tied_embeddings)
+    return problem("/model/tied_embeddings", "expected true (or no key): the MoDa models have no embedding to untie");
+  if (m.dropless())
+    return problem("/model/capacity_factor", "expected a positive number: dropless routing (capacity_factor 0) is "
+                                             "simulated with general plans; BaGuaLu's SWIPE gives every expert "
+                                             "exactly its capacity");
+  if (m.router.distribution != RouterDistribution::uniform)
+    return problem("/model/router/distribution",
+                   "expected \"uniform\" (or no router): under BaGuaLu's MoDa layouts SWIPE re-assigns the tokens "
+                   "over capacity so that every expert receives exactly its capacity; skewed routing is simulated "
+                   "with general plans");
+  if (m.d_model % m.heads != 0)
+    return problem("/model/heads", "expected a divisor of d_model (" + num(m.d_model) + "), got " + num(m.heads) +
+                                       ": d_model % heads must be 0");
+  if (m.top_k > m.experts_per_layer)
+    return problem("/model/top_k",
+                   "expected at most experts_per_layer (" + num(m.experts_per_layer) + "), got " + num(m.top_k));
+  return std::nullopt;
+}
+
+// Nodes against supernodes and experts.
+Problem moda_nodes_problem(const ModelSpec& m, const PlanSpec& p, const PlanMachine& mc) {
+  const int K = p.nodes_per_supernode_used;
+  if (K > mc.nodes_per_supernode)
+    return problem("/plan/nodes_per_supernode_used", "expected at most the machine's nodes_per_supernode (" +
+                                                         num(mc.nodes_per_supernode) + "), got " + num(K));
+  if (p.nodes % K != 0)
+    return problem("/plan/nodes", "expected a multiple of nodes_per_supernode_used: nodes must fill whole "
+                                  "supernodes: " + num(p.nodes) + " is not a multiple of " + num(K));
+  const int supernodes = p.nodes / K;
+  if (supernodes > mc.supernodes)
+    return problem("/plan/nodes", "expected at most " + num(static_cast<long long>(mc.supernodes) * K) +
+                                      " nodes: the plan needs " + num(supernodes) + " supernodes, the machine has " +
+                                      num(mc.supernodes));
+  const int E = m.experts_per_layer;
+  if (E > p.nodes)
+    return problem("/plan/nodes", "expected at least experts_per_layer (" + num(E) +
+                                      ") nodes: more experts than nodes (" + num(p.nodes) + ")");
+  if (p.nodes % E != 0)
+    return problem("/plan/nodes", "expected a multiple of experts_per_layer (" + num(E) +
+                                      "): replicas per expert = nodes / experts must be an integer, got " +
+                                      num(p.nodes) + " / " + num(E));
+  if (p.paro && p.nodes / E == 1)
+    return problem("/plan/paro", "expected false: ParO needs at least 2 replicas per expert (nodes / "
+                                 "experts_per_layer = " + num(p.nodes) + " / " + num(E) + " = 1); set paro to false");
+  return std::nullopt;
+}
+
+// The group that must tile supernodes: MoDa keeps each expert's replicas together, the inverse
+// layout keeps each all-to-all group (one node per expert) together.
+Problem moda_layout_problem(const ModelSpec& m, const PlanSpec& p) {
+  const int K = p.nodes_per_supernode_used, E = m.experts_per_layer;
+  const bool moda = p.layout == Layout::moda;
+  const int group = moda ? p.nodes / E : E;
+  const std::string what = moda ? "the replicas per expert (nodes / experts_per_layer = " + num(group) + ")"
+                                : "experts_per_layer (" + num(group) + ")";
+  const std::string head = std::string("layout ") + to_string(p.layout) + ": " + what;
+  if (group <= K) {
+    if (K % group != 0)
+      return problem("/plan/layout", "expected " + what + " to divide nodes_per_supernode_used (" + num(K) + "): " +
+                                         head + " must tile supernodes");
+  } else if (group % K != 0) {
+    return problem("/plan/layout", "expected " + what + " to be a multiple of nodes_per_supernode_used (" + num(K) +
+                                       "): " + head + " must tile supernodes");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
+                                                const PlanMachine* machine) {
+  if (auto bad = general_model_problem(m, p)) return bad;
+  if (auto bad = general_precision_problem(m, t, p, machine)) return bad;
+  if (auto bad = general_split_problem(m, t, p)) return bad;
+  if (auto bad = pipeline_problem(m, p)) return bad;
+  return batch_and_devices_problem(p, machine);
+}
+
+std::optional<PlanProblem> moda_plan_problem(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& p,
+                                             const PlanMachine& machine) {
+  if (auto bad = moda_model_problem(m, machine)) return bad;
+  if (auto bad = half_precision_problem(t.precision, machine)) return bad;
+  if (auto bad = moda_nodes_problem(m, p, machine)) return bad;
+  return moda_layout_problem(m, p);
+}
+
+std::optional<PlanProblem> convnet_plan_problem(const ParallelPlan& p, PrecisionPolicy precision,
+                                                const PlanMachine* machine, int cores) {
+  // A scenario cannot express these (its convolutional plan has no such keys); a builder's caller can.
+  if (p.tensor != 1 || p.pipeline != 1 || p.expert != 1)
+    return problem("/plan", "expected data parallelism only (tensor, pipeline and expert parallelism 1) for a "
+                            "convolutional network");
+  if (p.zero_stage > 1)
+    return problem("/plan/weight_update_sharding", "expected zero_stage 0 or 1 (weight-update sharding) for a "
+                                                   "convolutional network");
+  if (p.offload_optimizer) return problem("/plan", "expected no optimizer offload for a convolutional network");
+  if (p.global_batch % p.data != 0)
+    return problem("/plan/global_batch", "expected a multiple of devices (" + num(p.data) + "), got " +
+                                             num(p.global_batch));
+  if (p.batch_norm_group < 1 || p.data % p.batch_norm_group != 0)
+    return problem("/plan/batch_norm_group", "expected a divisor of devices (" + num(p.data) + "), got " +
+                                                 num(p.batch_norm_group));
+  if (machine && p.data > machine->devices)
+    return problem("/plan/devices", "expected at most the machine's " + num(machine->devices) + " " +
+                                        machine->device_word + "s, got " + num(p.data));
+  const long long images = p.global_batch / p.data;
+  if (images % cores != 0)
+    return problem("/plan/global_batch", "expected the images per " + (machine ? machine->device_word : "device") +
+                                             " (" + num(images) + ") to split over its " + num(cores) + " cores");
+  if (machine && precision == PrecisionPolicy::fp16 && !machine->fp16_peak)
+    return problem("/training/precision", "expected \"fp32\": machine " + quoted(machine->name) + " gives no fp16 peak");
+  return std::nullopt;
+}
+
+}  // namespace exasim
