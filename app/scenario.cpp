@@ -1016,8 +1016,8 @@ void validate(const Reader& r, const Scenario& s) {
                            "supernodes, and machine " + quoted(mc.name) + " is of family " + quoted(mc.family));
   if (m.experts_per_layer <= 0)
     r.fail("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
-  // BaGuaLu's MoDa graphs (models/moe_transformer.cpp) have multi-head attention, GELU experts and
-  // no embedding: the modern layers are simulated with general plans.
+  // BaGuaLu's MoDa layouts (models/moda_placement.hpp) place BaGuaLu's models: multi-head
+  // attention, GELU experts, no embedding; the modern layers are simulated with general plans.
   if (m.kv_heads != 0) r.fail("/model/kv_heads", "expected no kv_heads: grouped-query attention is simulated with general plans");
   if (m.ffn != ModelSpec::Ffn::gelu) r.fail("/model/ffn", "expected \"gelu\": SwiGLU is simulated with general plans");
   if (!m.tied_embeddings)
