@@ -80,26 +80,23 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     build_convnet(sc, p);
     if (!o.memory_only) check_fits(sc, p);
   } else if (sc.plan_kind == Scenario::PlanKind::moda) {
-    MoeWorkload mw;
+    // BaGuaLu's MoDa layouts: a placement of the general plan, built by the same builder.
+    ModaWorkload mw;
     try {
-      mw = build_moe_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode, m.memory_bytes);
-    } catch (const DoesNotFitError& e) {
-      throw DoesNotFitError(sc.file + ": /plan: " + e.what());
+      mw = build_moda_workload(sc.model, sc.training, sc.plan, m.nodes_per_supernode);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
-    p.workload = std::move(mw.workload);
+    TransformerWorkload& tw = mw.step;
+    p.workload = std::move(tw.workload);
     p.moda = mw.placement;
     p.ranks = mw.placement.ranks;
-    p.parameters = mw.parameters;
-    p.memory.parameters_bytes = mw.memory.parameters_bytes;
-    p.memory.gradients_bytes = mw.memory.gradients_bytes;
-    p.memory.optimizer_state_bytes = mw.memory.optimizer_state_bytes;
-    p.memory.activations_bytes = mw.memory.activations_bytes;
-    p.memory.total_bytes = mw.memory.total_bytes();
-    p.executed_flops = mw.executed_flops_per_rank * p.ranks;
-    p.model_flops = mw.model_flops_per_rank * p.ranks;
-    p.tokens_per_s = mw.tokens_per_step;  // divided by the step time below
+    p.parameters = tw.parameters;
+    p.executed_flops = tw.executed_flops;
+    p.model_flops = tw.model_flops;
+    p.tokens_per_s = tw.tokens_per_step;  // divided by the step time below
+    p.memory = tw.memory;
+    if (!o.memory_only) check_fits(sc, p);
   } else {
     TransformerWorkload tw;
     try {

@@ -11,7 +11,7 @@
 #include "costs/profile_cost_model.hpp"
 #include "models/convnet.hpp"
 #include "models/graph_size.hpp"
-#include "models/moe_transformer.hpp"
+#include "models/moda_placement.hpp"
 #include "models/transformer.hpp"
 #include "sim/analysis.hpp"
 #include "sim/engine.hpp"

@@ -26,7 +26,7 @@
 
 #include "app/embedded.hpp"
 #include "app/output.hpp"
-#include "models/moe_transformer.hpp"
+#include "models/memory_model.hpp"
 
 namespace exasim {
 

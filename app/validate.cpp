@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "app/embedded.hpp"
@@ -85,12 +86,32 @@ Scenario figure_scenario(const nlohmann::json& f, const std::string& id) {
   return parse_scenario(doc.dump(), sp + " with " + f.at("set").dump());
 }
 
+// The runs (scenario files, with their "set" overrides, as figure_scenario names them) and metrics
+// of each validation case: a free parameter fitted on a case is fitted on these figures, so another
+// case's figure of the same run and metric is a fitted figure too (a share of the same run's step is not).
+std::map<std::string, std::set<std::string>> runs_of_cases() {
+  std::map<std::string, std::set<std::string>> runs;
+  for (const auto& [path, text] : embedded_files()) {
+    if (path.rfind("scenarios/validation/", 0) != 0) continue;
+    const nlohmann::json c = nlohmann::json::parse(text);
+    if (!c.contains("figures")) continue;
+    for (const auto& f : c.at("figures")) {
+      if (!f.contains("scenario")) continue;
+      const std::string sp = f.at("scenario");
+      const std::string metric = f.value("metric", c.value("metric", "sustained_pflops"));
+      runs[c.at("case")].insert((f.contains("set") ? sp + " with " + f.at("set").dump() : sp) + " | " + metric);
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 nlohmann::json run_validation(const PredictOptions& o) {
   using nlohmann::json;
   json rows = json::array();
   std::map<std::string, json> predicted_by_scenario;  // one run per scenario file
+  const auto runs = runs_of_cases();
   for (const auto& [path, text] : embedded_files()) {
     if (path.rfind("scenarios/validation/", 0) != 0) continue;
     const json c = json::parse(text);
@@ -126,8 +147,15 @@ nlohmann::json run_validation(const PredictOptions& o) {
         // A memory figure needs no simulation (and is wanted also for plans that do not fit).
         PredictOptions fo = o;
         if (c.value("memory_only", false)) fo.memory_only = true;
-        for (const auto& a : sc.annotations)
-          if (a.kind == "free_parameter" && a.fitted_on == id) role = "fitted";
+        // Fitted: the run is the one a free parameter of the scenario is fitted on, whichever case
+        // the figure belongs to (BaGuaLu's weak-scaling fp32@96000 is Table 5's fitted 1.93T run).
+        for (const auto& a : sc.annotations) {
+          if (a.kind != "free_parameter") continue;
+          const auto fitted = runs.find(a.fitted_on);
+          const std::string run = sc.file + " | " + f.value("metric", metric);
+          if (a.fitted_on == id || (!fo.memory_only && fitted != runs.end() && fitted->second.count(run)))
+            role = "fitted";
+        }
         const std::string key = (fo.memory_only ? "memory:" : "") + sc.file;
         auto it = predicted_by_scenario.find(key);
         if (it == predicted_by_scenario.end()) {

@@ -18,7 +18,7 @@ struct GraphSizeEstimate {
 // plans stay two orders of magnitude below it (tests/unit/graph_size_test.cpp).
 inline constexpr double kDefaultMaxGraphOps = 2e10;
 
-// General plans (models/transformer.hpp) and BaGuaLu's MoDa layouts (models/moe_transformer.hpp).
+// General plans (models/transformer.hpp) and BaGuaLu's MoDa layouts (models/moda_placement.hpp).
 // All arithmetic in double: no count overflows, whatever the sizes.
 GraphSizeEstimate estimate_graph_size(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan);
 GraphSizeEstimate estimate_graph_size(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& plan);

@@ -6,23 +6,23 @@
 #include <stdexcept>
 
 #include "models/pipeline_schedule.hpp"
+#include "models/precision.hpp"
 #include "models/tensor_parallel.hpp"
 
 namespace exasim {
 
 namespace {
 
-bool half_precision(PrecisionPolicy p) { return p != PrecisionPolicy::fp32; }
-
-// Bytes per parameter of (parameters, gradients, optimizer state) before ZeRO partitioning.
+// Bytes per parameter of (parameters, gradients, optimizer state) before ZeRO partitioning, from
+// the precision mode's row (models/precision.hpp): Adam's two fp32 moments plus the fp32 master
+// copy where the mode keeps one. fp16: ZeRO §3's 2, 2 and K = 12; fp32: 4, 4 and 8.
 struct StateBytes {
   double parameter, gradient, optimizer;
 };
-StateBytes state_bytes(PrecisionPolicy p) {
-  // ZeRO §3: fp16 parameters and gradients, K = 12 (fp32 master copy, momentum, variance);
-  // fp32: parameters and gradients in fp32 and Adam's two fp32 moments.
-  if (half_precision(p)) return {2, 2, 12};
-  return {4, 4, 8};
+StateBytes state_bytes(PrecisionPolicy p, bool experts) {
+  const PrecisionPlan pp = precision_plan(p);
+  if (experts) return {bytes_per_element(pp.expert_param), bytes_per_element(pp.expert_grad), 8 + pp.expert_master_bytes};
+  return {bytes_per_element(pp.shared_param), bytes_per_element(pp.shared_grad), 8 + pp.shared_master_bytes};
 }
 
 struct Partitioned {
@@ -38,6 +38,7 @@ Partitioned partition(double psi, int N, int zero_stage, StateBytes b) {
 
 struct Sizes {
   double b, s, h, a, ff, V, e;
+  double ef;       // bytes per element of the FFN's activations (the mode may store them apart)
   double rows_ff;  // MoE: the GELU runs on cf k of the tokens
   double kvf;      // grouped-query attention: key/value heads over heads (K and V are kvf sbh each)
   bool swiglu;     // SwiGLU keeps gate, up and their product (3 sb d_ff) instead of GELU's 2
@@ -51,7 +52,9 @@ Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   z.a = m.heads;
   z.ff = m.d_ff;
   z.V = m.vocab;
-  z.e = half_precision(t.precision) ? 2 : 4;
+  const PrecisionPlan pp = precision_plan(t.precision);
+  z.e = bytes_per_element(pp.attn_act);
+  z.ef = bytes_per_element(pp.ffn_act);
   z.rows_ff = m.dense() ? 1.0 : m.capacity_factor * m.top_k;
   z.kvf = double(m.key_value_heads()) / m.heads;
   z.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
@@ -69,12 +72,12 @@ LayerActivations inventory(const Sizes& z) {
   LayerActivations x;
   x.whole = 2 * z.e * sbh      // two layer norms' inputs
             + z.e * sbh        // QKV input
-            + z.e * sbh        // FFN1 input
+            + z.ef * sbh       // FFN1 input
             + 2 * mask * sbh;  // attention-output and MLP-output dropout masks
   x.split = z.e * sbh                 // Q
             + 2 * z.e * sbh * z.kvf   // K, V
             + z.e * sbh               // projection input
-            + (z.swiglu ? 3 : 2) * z.e * z.s * z.b * z.ff * z.rows_ff;  // GELU input and output (SwiGLU: gate, up, product)
+            + (z.swiglu ? 3 : 2) * z.ef * z.s * z.b * z.ff * z.rows_ff;  // GELU input and output (SwiGLU: gate, up, product)
   x.scores = (2 * z.e + mask) * z.a * z.s * z.s * z.b;  // softmax output, its dropout mask, dropout output
   // FlashAttention (Dao et al.): the scores stay on chip; the backward keeps the output (the
   // projection input, already counted) and the fp32 log-sum-exp of each row.
@@ -132,7 +135,7 @@ DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, co
   const double experts = m.dense() ? 0 : layers_here * double(m.experts_per_layer) / p.expert * ffn;
   // The word embedding (split like a weight) and the position embedding on the first stage;
   // the last stage holds the tied word embedding's copy for the logits.
-  if (stage == 0) dense += V * h * frac + s * h;
+  if (stage == 0 && V > 0) dense += V * h * frac + s * h;
   if (stage == p.pipeline - 1 && (p.pipeline > 1 || !m.tied_embeddings)) dense += V * h * frac;  // (untied: its own)
   return {dense, experts, per_layer};
 }
@@ -193,10 +196,14 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const DeviceParameters dp = device_parameters(m, t, p, l, stage);
   const double dense = dp.dense, experts = dp.experts;
   out.parameters = dense + experts;
-  const int zero = std::max(p.zero_stage, p.paro ? 1 : 0);
-  const StateBytes sb = state_bytes(t.precision);
-  const Partitioned d = partition(dense, p.data, zero, sb);
-  const Partitioned x = partition(experts, std::max(1, p.data / p.expert), zero, sb);
+  // ParO shards over each expert's replicas (none when an expert has one) and, under the
+  // hierarchical reduction (supernode_ranks), the dense state over the ranks of a supernode.
+  const int replicas = std::max(1, p.data / p.expert);
+  const bool paro = p.paro && replicas > 1;
+  const int zero = std::max(p.zero_stage, paro ? 1 : 0);
+  const StateBytes sb = state_bytes(t.precision, false);
+  const Partitioned d = partition(dense, p.supernode_ranks > 0 ? p.supernode_ranks : p.data, zero, sb);
+  const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true));
   out.parameters_bytes = d.parameters_bytes + x.parameters_bytes;
   out.gradients_bytes = d.gradients_bytes + x.gradients_bytes;
   (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) = d.optimizer_bytes + x.optimizer_bytes;
@@ -212,7 +219,7 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const bool one_d = l.mode == TensorMode::one_d;
   const double act_frac = one_d ? 1.0 / l.sequence_split() : l.activation_fraction();
   const double vocab_frac = one_d ? 1.0 / l.size : l.activation_fraction();
-  if (stage == 0) out.embedding_logits_bytes += out.in_flight_micro_batches * (z.e + 1) * z.s * z.b * z.h * act_frac;
+  if (stage == 0 && z.V > 0) out.embedding_logits_bytes += out.in_flight_micro_batches * (z.e + 1) * z.s * z.b * z.h * act_frac;
   if (stage == p.pipeline - 1) out.embedding_logits_bytes += out.in_flight_micro_batches * 4 * z.s * z.b * z.V * vocab_frac;
 
   // Communication buffers: the largest single collective's.

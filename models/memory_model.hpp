@@ -9,9 +9,14 @@
 //     stage 0: 2Ψ + 2Ψ + KΨ;  1: 2Ψ + 2Ψ + KΨ/N;  2: 2Ψ + (2 + K)Ψ/N;  3: (2 + 2 + K)Ψ/N;
 //   fp32 training: 4Ψ parameters, 4Ψ gradients, 8Ψ Adam moments (K = 8, no master copy),
 //     partitioned by the same stages.
-//   BaGuaLu's "mixed" policy counts as fp16 mixed-precision Adam; ParO counts as ZeRO stage 1
-//   (BaGuaLu §4: a ZeRO-1-like sharded optimizer). Experts' states are sharded over the
-//   replicas of the same experts (data / expert), the dense parameters over data.
+//   Every precision mode takes its bytes from its row of models/precision.hpp (parameters and
+//   gradients in the mode's precision, Adam's two fp32 moments, the fp32 master copy where the
+//   mode keeps one; the FFN's experts and the dense parameters may differ, as in BaGuaLu's
+//   layer-wise mode). ParO counts as ZeRO stage 1 (BaGuaLu §4: a ZeRO-1-like sharded optimizer)
+//   when an expert has more than one replica. Experts' states are sharded over the replicas of
+//   the same experts (data / expert), the dense parameters over data, or over the ranks of a
+//   supernode under the hierarchical reduction (supernode_ranks). A model without a vocabulary
+//   (BaGuaLu's) has no embedding.
 //   offload_optimizer moves the optimizer state to host memory (host_optimizer_state_bytes).
 //   2.5-D tensor parallelism replicates the weights on its d layers (parameter memory 1/q^2).
 //
@@ -55,12 +60,19 @@
 //   internal buffers are not counted.
 #pragma once
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "models/moe_spec.hpp"
 #include "models/parallel_plan.hpp"
 
 namespace exasim {
+
+// A plan that does not fit in a device's memory.
+class DoesNotFitError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct DeviceMemory {
   int stage = 0;

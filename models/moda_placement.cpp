@@ -1,6 +1,5 @@
 #include "models/moda_placement.hpp"
 
-#include <functional>
 #include <stdexcept>
 
 namespace exasim {
@@ -21,35 +20,38 @@ int supernode_block_size(const GroupTable& t, int K) {
   }
   return L;
 }
-
-// K: ranks per supernode.
-GroupTable make_groups(int groups, int size, int ranks, int K, const std::function<int(int, int)>& rank_at) {
-  GroupTable t;
-  t.members.assign(groups, std::vector<int>(size));
-  for (int g = 0; g < groups; ++g)
-    for (int i = 0; i < size; ++i) t.members[g][i] = rank_at(g, i);
-  t.index(ranks);
-  t.block_size = supernode_block_size(t, K);
-  return t;
-}
 }  // namespace
 
-Placement place_moe_ranks(const ModelSpec& model, const PlanSpec& plan, int machine_nps, Workload& w) {
+ParallelPlan moda_parallel_plan(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& s) {
+  const int E = m.experts_per_layer;
+  if (E <= 0 || s.nodes % E != 0) throw std::invalid_argument("ranks must be a multiple of the experts per layer");
+  if (s.nodes_per_supernode_used <= 0 || s.nodes % s.nodes_per_supernode_used != 0)
+    throw std::invalid_argument("ranks must fill whole supernodes");
+  ParallelPlan p;
+  p.data = s.nodes;
+  p.expert = E;
+  p.paro = s.paro;
+  p.supernode_ranks = s.nodes_per_supernode_used;
+  p.all_to_all = s.all_to_all;
+  p.micro_batch = t.micro_batch_per_node;
+  p.global_batch = static_cast<int>(checked_int_product({t.micro_batch_per_node, t.micro_batches, s.nodes},
+                                                        "micro_batch_per_node x micro_batches x nodes"));
+  p.schedule = PipelineSchedule::one_f_one_b;  // one stage: each micro-batch's forward, then its backward
+  if (s.layout == Layout::moda)
+    p.placement = {ParallelDim::data, ParallelDim::expert, ParallelDim::tensor, ParallelDim::pipeline};
+  else
+    p.placement = {ParallelDim::expert, ParallelDim::data, ParallelDim::tensor, ParallelDim::pipeline};
+  return p;
+}
+
+Placement place_in_supernodes(const ModelSpec& m, const PlanSpec& plan, int machine_nps, Workload& w) {
   Placement p;
   p.ranks = plan.nodes;
-  p.experts = model.experts_per_layer;
-  if (p.experts <= 0 || p.ranks % p.experts != 0)
-    throw std::invalid_argument("ranks must be a multiple of the experts per layer");
+  p.experts = m.experts_per_layer;
   p.replicas = p.ranks / p.experts;
   p.nodes_per_supernode_used = plan.nodes_per_supernode_used;
-  if (p.nodes_per_supernode_used <= 0 || p.ranks % p.nodes_per_supernode_used != 0)
-    throw std::invalid_argument("ranks must fill whole supernodes");
   p.supernodes_used = p.ranks / p.nodes_per_supernode_used;
   const int K = p.nodes_per_supernode_used, E = p.experts, R = p.replicas, N = p.ranks;
-
-  w.rank_count = N;
-  w.node_of_rank.resize(N);
-  w.class_of_rank.resize(N);
   // The inner block of the layout (replicas for MoDa, an MoE group for inverse): ranks at
   // the same offset inside their supernode behave alike when that block tiles the supernode.
   const int block = plan.layout == Layout::moda ? R : E;
@@ -64,16 +66,15 @@ Placement place_moe_ranks(const ModelSpec& model, const PlanSpec& plan, int mach
     w.node_of_rank[r] = sn * machine_nps + pos;
     w.class_of_rank[r] = symmetric ? 0 : tiles ? pos / block : pos;
   }
-  if (plan.layout == Layout::moda) {
-    w.groups["moe"] = make_groups(R, E, N, K, [R](int i, int e) { return e * R + i; });
-    w.groups["expert_replicas"] = make_groups(E, R, N, K, [R](int e, int i) { return e * R + i; });
-  } else {
-    w.groups["moe"] = make_groups(R, E, N, K, [E](int i, int e) { return i * E + e; });
-    w.groups["expert_replicas"] = make_groups(E, R, N, K, [E](int e, int i) { return i * E + e; });
-  }
-  w.groups["supernode"] = make_groups(p.supernodes_used, K, N, K, [K](int s, int i) { return s * K + i; });
-  w.groups["across_supernodes"] = make_groups(K, p.supernodes_used, N, K, [K](int pos, int s) { return s * K + pos; });
+  for (auto& [role, table] : w.groups) table.block_size = supernode_block_size(table, K);
   return p;
+}
+
+ModaWorkload build_moda_workload(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& plan, int machine_nps) {
+  ModaWorkload out;
+  out.step = build_placed_transformer_workload(m, t, moda_parallel_plan(m, t, plan));
+  out.placement = place_in_supernodes(m, plan, machine_nps, out.step.workload);
+  return out;
 }
 
 }  // namespace exasim

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/checked_count.hpp"
+#include "sim/step_graph.hpp"
 
 namespace exasim {
 
@@ -58,7 +59,17 @@ struct ParallelPlan {
   // Megatron's distributed optimizer (the scenario sets zero_stage 1 with it): gradients
   // reduce-scattered, optimizer state sharded, parameters all-gathered; model states as ZeRO 1.
   bool distributed_optimizer = false;
-  bool paro = false;         // BaGuaLu's ParO (a ZeRO-1-like sharded optimizer, hierarchical)
+  // BaGuaLu's ParO: a ZeRO-1-like sharded optimizer whose gradient reduce-scatter, shard update
+  // and parameter all-gather run layer by layer in the optimizer phase (models/transformer.cpp).
+  bool paro = false;
+  // Hierarchical dense-gradient reduction (BaGuaLu on the Sunway): the data-parallel replicas are
+  // cut into blocks of `supernode_ranks` consecutive members ("supernode" groups, "across_supernodes"
+  // the members at one position of every block); the dense gradients are reduce-scattered inside
+  // the block, all-reduced across blocks and (without ParO) all-gathered inside; each layer's
+  // gradients are reduced and updated on their own, in backward order. 0: one flat "dp" ring.
+  int supernode_ranks = 0;
+  // The MoE token exchange's algorithm (sim/collectives.hpp): pairwise (default), direct, hierarchical.
+  CollectiveAlgorithm all_to_all = CollectiveAlgorithm::pairwise;
   Recompute recompute = Recompute::none;
   // 1-D tensor parallelism only (Korthikanti et al.): layer norm, dropout and residual run on the
   // sequence shard s/t, the tensor-parallel all-reduces become reduce-scatter + all-gather.

@@ -17,6 +17,28 @@ int dim_index(ParallelDim d) {
   }
   throw std::invalid_argument("placement: the expert dimension is placed inside the data dimension, not on its own");
 }
+// Hierarchical reduction (ParallelPlan::supernode_ranks K): each "dp" group cut into blocks of K
+// consecutive members ("supernode"), and the members at one position of every block ("across_supernodes").
+void add_supernode_groups(const ParallelPlan& plan, Workload& w) {
+  const int K = plan.supernode_ranks;
+  if (plan.data % K != 0)
+    throw std::invalid_argument("placement: supernode_ranks (" + std::to_string(K) + ") must divide data_parallel (" +
+                                std::to_string(plan.data) + ")");
+  GroupTable inside, across;
+  for (const auto& dp : w.groups.at("dp").members) {
+    const int blocks = plan.data / K;
+    for (int b = 0; b < blocks; ++b) inside.members.emplace_back(dp.begin() + b * K, dp.begin() + (b + 1) * K);
+    for (int i = 0; i < K; ++i) {
+      std::vector<int> m;
+      for (int b = 0; b < blocks; ++b) m.push_back(dp[b * K + i]);
+      across.members.push_back(std::move(m));
+    }
+  }
+  inside.index(w.rank_count);
+  across.index(w.rank_count);
+  w.groups["supernode"] = std::move(inside);
+  w.groups["across_supernodes"] = std::move(across);
+}
 }  // namespace
 
 int PlanPlacement::rank_of(const RankCoords& c) const {
@@ -105,6 +127,7 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   edp.index(N);
   w.groups["ep"] = std::move(ep);
   w.groups["expert_dp"] = std::move(edp);
+  if (plan.supernode_ranks > 0) add_supernode_groups(plan, w);
   // Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups
   // (models/tensor_parallel.hpp).
   const TensorLayout layout = tensor_layout(plan);

@@ -9,7 +9,8 @@
 // Group roles: "dp" (same tensor index and stage: gradient reduction), "pp" (same tensor and
 // data index: member i is stage i), "ep" (expert parallelism: `expert` consecutive data-parallel
 // replicas that exchange tokens) and "expert_dp" (the replicas holding the same experts), and
-// the tensor-parallel roles of the plan's tensor mode
+// "supernode" and "across_supernodes" (ParallelPlan::supernode_ranks: blocks of each "dp" group and
+// the members at one position of every block), and the tensor-parallel roles of the plan's tensor mode
 // (see models/tensor_parallel.hpp; "tp" for 1-D).
 #pragma once
 #include <array>

@@ -181,7 +181,7 @@ Problem batch_and_devices_problem(const ParallelPlan& p, const PlanMachine* mc) 
   return std::nullopt;
 }
 
-// What BaGuaLu's MoDa graphs (models/moe_transformer.cpp) can express: multi-head attention, GELU
+// What BaGuaLu's MoDa layouts (models/moda_placement.hpp) place: multi-head attention, GELU
 // experts, no embedding, SWIPE's exact capacities.
 Problem moda_model_problem(const ModelSpec& m, const PlanMachine& mc) {
   if (mc.family != "sunway")

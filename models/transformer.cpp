@@ -10,6 +10,7 @@
 #include "models/graph_builder.hpp"
 #include "models/pipeline_schedule.hpp"
 #include "models/plan_rules.hpp"
+#include "models/precision.hpp"
 #include "models/tensor_parallel.hpp"
 
 namespace exasim {
@@ -64,7 +65,13 @@ struct Dims {
   bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
   double dh() const { return d / h; }
+  // The precision mode's row (models/precision.hpp): gemm, storage and ea are the attention's (and
+  // the embedding's, the head's and the pipeline messages'); the FFN (dense or experts) computes in
+  // ffn_gemm and stores in ffn_storage (ef bytes per element); the MoE gate in gate_gemm.
+  PrecisionPlan pp{};
   Precision gemm = Precision::fp16, storage = Precision::fp16, elementwise = Precision::fp16;
+  Precision ffn_gemm = Precision::fp16, ffn_storage = Precision::fp16, gate_gemm = Precision::fp32;
+  double ef = 2;
 };
 
 // One pipeline stage's program: a chain of the device's ops in schedule order.
@@ -75,8 +82,8 @@ class StageBuilder {
       : b_(g), x_(x), plan_(plan), stage_(stage), layers_(layers), vt_(plan.pipeline * plan.virtual_stages),
         qkv_(tensor_linear(x.tl, x.T, x.d, x.d + 2 * x.kv * x.dh(), x.ea, Linear1D::column)),
         proj_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::row)),
-        ffn1_(tensor_linear(x.tl, x.T, x.d, (x.swiglu ? 2 : 1) * x.ff, x.ea, Linear1D::column)),
-        ffn2_(tensor_linear(x.tl, x.T, x.ff, x.d, x.ea, Linear1D::row)),
+        ffn1_(tensor_linear(x.tl, x.T, x.d, (x.swiglu ? 2 : 1) * x.ff, x.ef, Linear1D::column)),
+        ffn2_(tensor_linear(x.tl, x.T, x.ff, x.d, x.ef, Linear1D::row)),
         logits_(tensor_linear(x.tl, x.T, x.d, x.V, x.ea, Linear1D::column)) {}
 
   void item(const PipelineItem& it) {
@@ -99,7 +106,7 @@ class StageBuilder {
         const int layer = layer_index(vs, l);
         if (plan_.recompute == Recompute::full) layer_forward(layer, Phase::backward, true);
         layer_backward(layer);
-        if (last_micro_batch) layer_gradients_ready();
+        if (last_micro_batch) layer_gradients_ready(layer);
       }
       if (vs == 0) embedding(Phase::backward);
       if (vs > 0) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
@@ -112,6 +119,7 @@ class StageBuilder {
   // Under 2.5-D the d depth layers hold the same weights and each computed the gradient of its
   // rows of the batch: the dense gradients are first all-reduced over "tp_depth".
   void optimizer(double dense_params, double expert_params) {
+    if (plan_.supernode_ranks > 0) return layered_updates(dense_params, expert_params);
     if (gathers_rotated() && dense_params > bucketed_params_)  // the embeddings' gather, from the step's start
       background_.push_back(b_.collective("dense.opt.param_all_gather", "param_all_gather", Phase::optimizer,
                                           CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
@@ -138,6 +146,82 @@ class StageBuilder {
   int layer_index(int vs, int l) const { return first_layer_of_chunk(layers_, plan_, vs) + l; }
   int chunk_layers(int vs) const { return layers_on_chunk(layers_, plan_, vs); }
 
+  // BaGuaLu's reduction and update (supernode_ranks > 0), layer by layer in backward order. The
+  // experts' gradients are reduced among each expert's replicas ("expert_dp"): with ParO
+  // reduce-scattered, the shard updated and the parameters all-gathered; without, all-reduced.
+  // The dense (attention, gate, norm) gradients hierarchically: reduce-scatter inside the
+  // supernode, all-reduce across supernodes, and (without ParO) all-gather inside; ParO updates
+  // the supernode shard and all-gathers the parameters. ParO is the optimizer: its collectives
+  // are in the optimizer phase (BaGuaLu Figure 18: backward communication is the backward
+  // all-to-alls alone); without ParO the reductions are the backward pass's. after_backward:
+  // the reductions start when the whole backward pass is done; overlap: a layer's reductions
+  // start as soon as its own backward is done, one after another. The updates wait for the whole
+  // backward pass either way.
+  void layered_updates(double dense_params, double expert_params) {
+    const int replicas = plan_.data / plan_.expert;
+    const bool paro = plan_.paro && replicas > 1;
+    const double K = plan_.supernode_ranks, layers = static_cast<double>(layer_done_.size());
+    const PrecisionPlan& pp = x_.pp;
+    const double eg = bytes_per_element(pp.expert_grad), ep = bytes_per_element(pp.expert_param);
+    const double sg = bytes_per_element(pp.shared_grad), sp = bytes_per_element(pp.shared_param);
+    const Phase G = paro ? Phase::optimizer : Phase::backward;
+    const std::vector<long> done = all_done();
+    const bool overlap = x_.overlap;
+    long comm = -1, adam = -1;
+    for (const auto& [l, layer_last] : layer_done_) {
+      const std::string p = fmt::format("L{}.opt.", l), gp = fmt::format("L{}.grad.", l);
+      std::vector<long> ready = overlap ? std::vector<long>{layer_last} : done;
+      const double dense = x_.layer_dense_params + (l == layer_done_.back().first ? dense_params - layers * x_.layer_dense_params : 0);
+      const double experts = expert_params / layers;
+      std::vector<long> expert_ready = done, after = ready;
+      after.push_back(comm);
+      double expert_shard = experts;
+      if (replicas > 1 && experts > 0) {
+        comm = b_.collective(gp + (paro ? "expert_grad_reduce_scatter" : "expert_grad_all_reduce"),
+                             paro ? "expert_grad_reduce_scatter" : "expert_grad_all_reduce", G,
+                             paro ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce, CollectiveAlgorithm::ring,
+                             "expert_dp", experts * eg, after);
+        if (paro) expert_shard = experts / replicas;
+        expert_ready.push_back(comm);
+        after = ready;
+        after.push_back(comm);
+      }
+      comm = b_.collective(gp + "shared_grad_reduce_scatter", "shared_grad_reduce_scatter", G,
+                           CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, "supernode", dense * sg, after);
+      comm = b_.collective(gp + "shared_grad_all_reduce", "shared_grad_all_reduce", G, CollectiveKind::all_reduce,
+                           CollectiveAlgorithm::ring, "across_supernodes", dense * sg / K, {comm});
+      if (!paro)
+        comm = b_.collective(gp + "shared_grad_all_gather", "shared_grad_all_gather", G, CollectiveKind::all_gather,
+                             CollectiveAlgorithm::ring, "supernode", dense * sg, {comm});
+      expert_ready.push_back(adam);
+      adam = master_update(p + "expert", pp.expert_master_bytes, eg, ep, expert_shard, expert_ready);
+      if (paro)
+        b_.collective(p + "expert_param_all_gather", "expert_param_all_gather", Phase::optimizer,
+                      CollectiveKind::all_gather, CollectiveAlgorithm::ring, "expert_dp", experts * ep, {adam});
+      std::vector<long> shared_ready = done;
+      shared_ready.insert(shared_ready.end(), {adam, comm});
+      adam = master_update(p + "shared", pp.shared_master_bytes, sg, sp, paro ? dense / K : dense, shared_ready);
+      if (paro)
+        b_.collective(p + "shared_param_all_gather", "shared_param_all_gather", Phase::optimizer,
+                      CollectiveKind::all_gather, CollectiveAlgorithm::ring, "supernode", dense * sp, {adam});
+    }
+  }
+  // Adam on `shard` parameters named `what` ("L3.opt.expert"), with APEX O2's passes where the
+  // mode keeps fp32 master weights: the reduced half gradients unscaled into fp32 master
+  // gradients, and the updated master weights copied back into the model's half weights.
+  long master_update(const std::string& what, double master_bytes, double grad_bytes, double param_bytes, double shard,
+                     std::vector<long> after) {
+    const std::string label = what.substr(what.rfind('.') + 1);
+    const bool passes = x_.pp.master_passes && master_bytes > 0;
+    if (passes)
+      after = {b_.memory(what + "_master_grad", label + "_master_grad", Phase::optimizer, Kernel::residual_add,
+                         Precision::fp32, elements(shard), shard, shard * (grad_bytes + 4), after)};
+    long adam = b_.optimizer_update(what + "_adam", label + "_adam", shard, after);
+    if (passes)
+      adam = b_.memory(what + "_master_to_model", label + "_master_to_model", Phase::optimizer, Kernel::residual_add,
+                       Precision::fp32, elements(shard), 0, shard * (4 + param_bytes), {adam});
+    return adam;
+  }
   // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
   // local shard, and (ZeRO 1, 2) the all-gather of the updated parameters. Returns the Adam op.
   // `reduced`: the gradients were already reduced by these collectives (grad_sync overlap's buckets).
@@ -145,7 +229,10 @@ class StageBuilder {
               const std::vector<long>& done, long after, const std::vector<long>* reduced = nullptr) {
     if (params <= 0) return after;
     const Phase G = Phase::backward, O = Phase::optimizer;
-    const double grad_bytes = params * x_.ea;
+    const bool experts = group == "expert";
+    const double grad_bytes = params * bytes_per_element(experts ? x_.pp.expert_grad : x_.pp.shared_grad);
+    const Precision param_precision = experts ? x_.pp.expert_param : x_.pp.shared_param;
+    const double master_bytes = experts ? x_.pp.expert_master_bytes : x_.pp.shared_master_bytes;
     std::vector<long> adam_deps = done;
     adam_deps.push_back(after);
     double shard = params;
@@ -160,14 +247,16 @@ class StageBuilder {
                                         CollectiveAlgorithm::ring, role, grad_bytes, done));
     }
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
-                                              : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
+                      : x_.pp.master_passes ? master_update(group + ".opt." + group, master_bytes, grad_bytes / params,
+                                                            bytes_per_element(param_precision), shard, adam_deps)
+                                            : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
     // ZeRO 1 and 2 all-gather the updated parameters; ZeRO 3 keeps each shard and gathers a layer's
     // parameters before its forward and its backward instead (zero3_gather). Under grad_sync
     // overlap the dense parameters' gathers run at the step's start instead, overlapped with the
     // forward (prefetched_param_gather).
     if (replicas > 1 && (plan_.zero_stage == 1 || plan_.zero_stage == 2) && !(reduced && gathers_rotated()))
       b_.collective(group + ".opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather,
-                    CollectiveAlgorithm::ring, role, params * bytes_per_element(x_.storage), {adam});
+                    CollectiveAlgorithm::ring, role, params * bytes_per_element(param_precision), {adam});
     return adam;
   }
   // Optimizer offload (ZeRO-Offload, M6-10T): the device's optimizer state lives in host memory
@@ -200,7 +289,8 @@ class StageBuilder {
   // (DistributedDataParallelConfig.bucket_size).
   bool bucketed() const { return x_.overlap && plan_.data > 1; }
   double bucket_limit() const { return std::max(40e6, 1e6 * plan_.data); }
-  void layer_gradients_ready() {
+  void layer_gradients_ready(int layer) {
+    layer_done_.emplace_back(layer, last_);
     if (!bucketed()) return;
     bucket_params_ += x_.layer_dense_params;
     bucketed_params_ += x_.layer_dense_params;
@@ -284,6 +374,7 @@ class StageBuilder {
   }
 
   void embedding(Phase ph) {
+    if (x_.V <= 0) return;
     const double Tl = x_.Ts(), dl = x_.dl();
     const bool F = ph == Phase::forward;
     last_ = b_.memory(name(F ? "embedding" : "embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
@@ -324,11 +415,17 @@ class StageBuilder {
     return b_.collective(p + label + "." + c.what + lsfx, what + lsfx, ph, c.kind, CollectiveAlgorithm::ring, c.role,
                          c.bytes, after);
   }
+  // The GEMM and storage precisions of a linear: the FFN's, or the attention's (and the head's).
+  std::pair<Precision, Precision> linear_precision(const std::string& label) const {
+    if (label == "ffn1" || label == "ffn2") return {x_.ffn_gemm, x_.ffn_storage};
+    return {x_.gemm, x_.storage};
+  }
   // A linear's forward: its gathers, the local GEMM, its reductions, in a chain.
   void linear_forward(const std::string& p, const std::string& label, const std::string& sfx, Phase ph,
                       const TensorLinear& lin) {
     for (const TensorCollective& c : lin.forward_before) last_ = tp_collective(p, label, c, sfx, ph, deps());
-    last_ = b_.gemm(p + label, label + sfx, ph, x_.gemm, x_.storage, lin.forward_gemm, deps());
+    const auto [gp, st] = linear_precision(label);
+    last_ = b_.gemm(p + label, label + sfx, ph, gp, st, lin.forward_gemm, deps());
     for (const TensorCollective& c : lin.forward_after) last_ = tp_collective(p, label, c, sfx, ph, deps());
   }
   // A linear's backward: the data gradient (after its gathers), then the weight gradient (after
@@ -343,12 +440,13 @@ class StageBuilder {
     std::vector<long> wgrad_deps;  // (started with the data gradient, not after it)
     for (const TensorCollective& c : lin.wgrad_alongside_dgrad)
       wgrad_deps.push_back(tp_collective(p, label, c, "", B, before));
-    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, x_.gemm, x_.storage,
+    const auto [gp, st] = linear_precision(label);
+    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, st,
                                gemm_shape(m, k, n, batch), before);
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
     wgrad_deps.push_back(last_);
-    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, x_.gemm, x_.storage,
+    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, st,
                                gemm_shape(k, n, m, batch), wgrad_deps);
     std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
@@ -400,55 +498,55 @@ class StageBuilder {
       // SwiGLU: silu(gate) x up reads two T x d_ff inputs and writes one (the element-wise
       // activation kernel of the vocabulary, GELU's, stands for it).
       const std::string act = x_.swiglu ? "ffn_swiglu" : "ffn_gelu";
-      last_ = b_.memory(p + act, act + sfx, ph, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
-                        (x_.swiglu ? 3 : 2) * Tl * ffl * ea, deps());
+      last_ = b_.memory(p + act, act + sfx, ph, Kernel::gelu, x_.ffn_storage, elements(Tl * ffl), 8 * Tl * ffl,
+                        (x_.swiglu ? 3 : 2) * Tl * ffl * x_.ef, deps());
       linear_forward(p, "ffn2", sfx, ph, ffn2_);
     }
     last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
                       3 * Ts * dl, 3 * Ts * dl * ea, deps());
   }
-  // The MoE layer's FFN (the vocabulary of models/moe_transformer.cpp): gate, top-k, permute,
-  // all-to-all dispatch over "ep", the local experts on their capacity, all-to-all combine.
+  // The MoE layer's FFN: gate, top-k, permute, all-to-all dispatch over "ep" (the plan's
+  // algorithm), the local experts on their capacity, all-to-all combine.
   KernelShape gate() const { return gemm_shape(x_.T, x_.E, x_.d); }
   KernelShape expert_ffn1() const { return gemm_shape(x_.rows_per_expert(), x_.ff, x_.d, x_.local_experts()); }
   KernelShape expert_ffn2() const { return gemm_shape(x_.rows_per_expert(), x_.d, x_.ff, x_.local_experts()); }
-  double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ea; }
+  double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ef; }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
-    const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ea, ff = x_.ff;
-    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, Precision::fp32, Precision::fp32, gate(), deps());
+    const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
+    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, x_.gate_gemm, Precision::fp32, gate(), deps());
     last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
                       rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
-    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.storage,
+    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.ffn_storage,
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
-    last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+    last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, x_.gemm, x_.storage, expert_ffn1(), deps());
-    last_ = b_.memory(p + "expert_gelu", "expert_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(R * ff),
+    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, x_.ffn_gemm, x_.ffn_storage, expert_ffn1(), deps());
+    last_ = b_.memory(p + "expert_gelu", "expert_gelu" + sfx, ph, Kernel::gelu, x_.ffn_storage, elements(R * ff),
                       8 * R * ff, 2 * R * ff * ea, deps());
-    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, x_.gemm, x_.storage, expert_ffn2(), deps());
-    last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, x_.ffn_gemm, x_.ffn_storage, expert_ffn2(), deps());
+    last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.storage,
+    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.ffn_storage,
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
   }
   void moe_backward(const std::string& p) {
-    const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ea, ff = x_.ff;
+    const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
     const Phase B = Phase::backward;
-    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.storage,
+    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.ffn_storage,
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
-    last_ = b_.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+    last_ = b_.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", x_.gemm, x_.storage, expert_ffn2(), deps());
-    last_ = b_.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, x_.storage, elements(R * ff), 8 * R * ff,
+    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", x_.ffn_gemm, x_.ffn_storage, expert_ffn2(), deps());
+    last_ = b_.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, x_.ffn_storage, elements(R * ff), 8 * R * ff,
                       3 * R * ff * ea, deps());
-    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", x_.gemm, x_.storage, expert_ffn1(), deps());
-    last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise,
+    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", x_.ffn_gemm, x_.ffn_storage, expert_ffn1(), deps());
+    last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.storage,
+    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.ffn_storage,
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
     last_ = b_.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, rows_cols(T, E, x_.k),
                       4 * T * E, 2 * T * E * 4, deps());
-    last_ = b_.gemm_backward(p + "gate", "gate", Precision::fp32, Precision::fp32, gate(), deps());
+    last_ = b_.gemm_backward(p + "gate", "gate", x_.gate_gemm, Precision::fp32, gate(), deps());
   }
 
   void layer_backward(int l) {
@@ -464,8 +562,8 @@ class StageBuilder {
     } else {
       linear_backward(p, "ffn2", ffn2_);
       const std::string act = x_.swiglu ? "ffn_swiglu" : "ffn_gelu";  // SwiGLU: 3 read, 2 written
-      last_ = b_.memory(p + act, act + ".bwd", B, Kernel::gelu, x_.storage, elements(Tl * ffl), 8 * Tl * ffl,
-                        (x_.swiglu ? 5 : 3) * Tl * ffl * ea, deps());
+      last_ = b_.memory(p + act, act + ".bwd", B, Kernel::gelu, x_.ffn_storage, elements(Tl * ffl), 8 * Tl * ffl,
+                        (x_.swiglu ? 5 : 3) * Tl * ffl * x_.ef, deps());
       linear_backward(p, "ffn1", ffn1_);
     }
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Ts, dl),
@@ -500,6 +598,7 @@ class StageBuilder {
   double bucket_params_ = 0, bucketed_params_ = 0;
   std::vector<long> bucket_ready_, buckets_, background_;
   long last_gather_ = -1;
+  std::vector<std::pair<int, long>> layer_done_;  // (layer, its last backward op), in backward order
 };
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
@@ -509,6 +608,11 @@ class StageBuilder {
 TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
   // The plan rules the scenario parser applies, less the machine's (models/plan_rules.hpp).
   if (auto problem = general_plan_problem(m, t, plan, nullptr)) bad(problem->text());
+  return build_placed_transformer_workload(m, t, plan);
+}
+
+TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const TrainingSpec& t,
+                                                      const ParallelPlan& plan) {
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
   if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
 
@@ -535,9 +639,15 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     x.cf = m.capacity_factor;
     x.ep = plan.expert;
   }
-  const bool half = t.precision == PrecisionPolicy::fp16 || t.precision == PrecisionPolicy::bf16;
-  x.gemm = x.storage = x.elementwise = half ? Precision::fp16 : Precision::fp32;
+  x.pp = precision_plan(t.precision);
+  x.gemm = x.pp.attn_gemm;
+  x.storage = x.pp.attn_act;
+  x.elementwise = x.pp.elementwise;
+  x.ffn_gemm = x.pp.ffn_gemm;
+  x.ffn_storage = x.pp.ffn_act;
+  x.gate_gemm = x.pp.gate_gemm;
   x.ea = bytes_per_element(x.storage);
+  x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;
   x.kv = m.key_value_heads();
   x.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
@@ -552,7 +662,8 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   const double ffn_params = x.swiglu ? 3 * x.d * x.ff : 2 * x.d * x.ff + x.ff + x.d;
   const double layer_params = attn_params + (m.dense() ? ffn_params : x.E * ffn_params + x.d * x.E);
   x.layer_dense_params = (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
-  out.parameters = m.layers * layer_params + (x.V + x.s) * x.d + (m.tied_embeddings ? 0 : x.V * x.d);
+  // (A model without a vocabulary, BaGuaLu's MoDa, has no embedding or head.)
+  out.parameters = m.layers * layer_params + (x.V > 0 ? (x.V + x.s) * x.d : 0) + (m.tied_embeddings ? 0 : x.V * x.d);
   if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
   // One program per stage; dropless, one per stage and distinct expert rows: device j of each
   // expert-parallel group computes the rows its experts receive (program stage x R + row index).
@@ -592,7 +703,7 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
     const double layers_here = layers_on_stage(m.layers, plan, stage);
     double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
     const double experts = m.dense() ? 0 : layers_here * x.local_experts() * ffn_params;
-    if (stage == 0) dense += x.V * x.d * x.pf + x.s * x.d;
+    if (stage == 0 && x.V > 0) dense += x.V * x.d * x.pf + x.s * x.d;
     // The last stage's output matrix: the tied embedding's copy (p > 1), or its own (untied).
     if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);

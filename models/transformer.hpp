@@ -58,4 +58,10 @@ struct TransformerWorkload {
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
                                                const ParallelPlan& plan);
 
+// The same builder for a plan that a placement of its own produced and checked (BaGuaLu's MoDa
+// layouts: models/moda_placement.hpp, checked by moda_plan_problem), so that the general plans'
+// rules (ParO and BaGuaLu's layer-wise precision belong to MoDa layouts) are not applied to it.
+TransformerWorkload build_placed_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
+                                                      const ParallelPlan& plan);
+
 }  // namespace exasim

@@ -14,7 +14,7 @@
 
 #include "app/scenario.hpp"
 #include "costs/host_profile.hpp"
-#include "models/moe_transformer.hpp"
+#include "models/memory_model.hpp"
 
 namespace exasim::fuzz {
 

@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "models/moe_spec.hpp"
-#include "models/moe_transformer.hpp"
+#include "models/moda_placement.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "topologies/machine_spec.hpp"
@@ -130,11 +130,10 @@ Child start_child(const Scenario& s, Fidelity fid) {
     close(p[0]);
     ChildResult r;
     try {
-      const MoeWorkload mw = build_moe_workload(s.model, s.training, s.plan, s.machine.nodes_per_supernode,
-                                                s.machine.memory_bytes);
+      const ModaWorkload mw = build_moda_workload(s.model, s.training, s.plan, s.machine.nodes_per_supernode);
       const SunwayNetwork net(s.machine, Precision::fp32);
       const RooflineCostModel cost(device_profile_of(s.machine));
-      const SimResult res = simulate(mw.workload, net, cost, EngineOptions{fid});
+      const SimResult res = simulate(mw.step.workload, net, cost, EngineOptions{fid});
       r.step_time_s = res.step_time_s;
       r.simulated_ranks = res.stats.simulated_ranks;
       r.flows = res.stats.flows;

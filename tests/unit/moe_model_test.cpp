@@ -1,5 +1,6 @@
-// The MoE step graph, FLOP counts, placement (MoDa and inverse) and memory, checked by hand
-// on a tiny model. No simulation here.
+// BaGuaLu's MoDa and inverse layouts as placements of the general plan, built by the one
+// transformer builder: the step graph, FLOP counts, placement and memory, checked by hand on a
+// tiny model. No simulation here.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -7,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "models/memory_model.hpp"
 #include "models/moda_placement.hpp"
 #include "models/moe_spec.hpp"
-#include "models/moe_transformer.hpp"
 #include "sim/collectives.hpp"
 #include "sim/workload.hpp"
 
@@ -47,9 +48,13 @@ PlanSpec tiny_plan(Layout layout = Layout::moda, bool paro = true) {
 }
 
 constexpr int kMachineNps = 8;  // machine supernodes are larger than the 4 nodes used
-constexpr double kBigMemory = 96e9;
 
 using Members = std::vector<std::vector<int>>;
+
+ModaWorkload build(const TrainingSpec& t = tiny_training(), const PlanSpec& p = tiny_plan(),
+                   const ModelSpec& m = tiny_model()) {
+  return build_moda_workload(m, t, p, kMachineNps);
+}
 
 // Forward GEMM FLOPs of one layer, written out from the model's formulas.
 double forward_gemm_flops_per_layer(const ModelSpec& m, const TrainingSpec& t) {
@@ -71,15 +76,21 @@ std::map<std::string, int> count_by_label(const StepGraph& g) {
   return c;
 }
 
+// Parameters of the tiny model per layer (Megatron's count, as every transformer here): the
+// dense part, attention 4 d d + 8 d (weights, biases, layer norms) = 320 and the gate d E = 32;
+// each expert 2 d ff + ff + d = 280.
+constexpr double kDensePerLayer = 352, kExpertParams = 280;
+
 }  // namespace
 
 TEST_CASE("moe model: op counts of the tiny model with ParO") {
-  const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
-  const StepGraph& g = mw.workload.programs[0];
-  // per layer: 17 forward; 24 backward (the forward's 17, each of the 7 GEMMs split into its
-  // data and weight gradients); 7 optimizer: ParO's 3 gradient reductions (expert RS, shared
-  // RS, shared AR), expert adam, expert param AG, shared adam, shared param AG
-  CHECK(boost::num_vertices(g) == 2 * (17 + 24 + 7));
+  const ModaWorkload mw = build();
+  const StepGraph& g = mw.step.workload.programs[0];
+  // per layer: 18 forward (the attention's 7, the MoE FFN's 10, the residual); 25 backward (the
+  // forward's 18, each of the 7 GEMMs split into its data and weight gradients); 7 optimizer:
+  // ParO's 3 gradient reductions (expert RS, shared RS, shared AR), expert adam, expert param
+  // AG, shared adam, shared param AG. No embedding or head (the MoDa models have no vocabulary).
+  CHECK(boost::num_vertices(g) == 2 * (18 + 25 + 7));
   int compute = 0, collective = 0, fwd = 0, bwd = 0, opt = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
     (g[v].is_compute() ? compute : collective)++;
@@ -87,11 +98,11 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
     if (g[v].phase == Phase::backward) bwd++;
     if (g[v].phase == Phase::optimizer) opt++;
   }
-  CHECK(fwd == 34);
-  CHECK(bwd == 48);
+  CHECK(fwd == 36);
+  CHECK(bwd == 50);
   CHECK(opt == 14);
   CHECK(collective == 2 * (2 + 2 + 5));  // dispatch+combine fwd and bwd; 5 in the optimizer
-  CHECK(compute == 96 - collective);
+  CHECK(compute == 100 - collective);
   const auto labels = count_by_label(g);
   CHECK(labels.at("dispatch") == 2);
   CHECK(labels.at("combine.bwd") == 2);
@@ -99,27 +110,34 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
   CHECK(labels.at("shared_param_all_gather") == 2);
   CHECK(labels.count("expert_grad_all_reduce") == 0);
   CHECK(labels.count("shared_grad_all_gather") == 0);
+  CHECK(labels.count("embedding") == 0);
   // Op names are unique.
   std::map<std::string, int> names;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) names[g[v].name]++;
   CHECK(names.size() == boost::num_vertices(g));
-  // The all-to-alls are over "moe" with the plan's algorithm and carry T*k*d*4 bytes.
+  // The all-to-alls are over "ep" with the plan's algorithm and carry T*k*d*4 bytes.
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
       if (c->kind == CollectiveKind::all_to_all) {
-        CHECK(c->group_role == "moe");
+        CHECK(c->group_role == "ep");
         CHECK(c->algorithm == CollectiveAlgorithm::pairwise);
         CHECK(c->bytes == 8 * 8 * 4);
       }
     }
+  PlanSpec direct = tiny_plan();
+  direct.all_to_all = CollectiveAlgorithm::direct;
+  const ModaWorkload md = build(tiny_training(), direct);
+  const StepGraph& gd = md.step.workload.programs[0];
+  for (OpId v = 0; v < boost::num_vertices(gd); ++v)
+    if (const auto* c = std::get_if<CollectiveWork>(&gd[v].work))
+      if (c->kind == CollectiveKind::all_to_all) CHECK(c->algorithm == CollectiveAlgorithm::direct);
 }
 
 TEST_CASE("moe model: op counts without ParO") {
-  const MoeWorkload mw =
-      build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, false), kMachineNps, kBigMemory);
+  const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda, false));
   // optimizer per layer: expert AR, shared RS, shared AR, shared AG, expert adam, shared adam
-  CHECK(boost::num_vertices(mw.workload.programs[0]) == 2 * (17 + 24 + 6));
-  const auto labels = count_by_label(mw.workload.programs[0]);
+  CHECK(boost::num_vertices(mw.step.workload.programs[0]) == 2 * (18 + 25 + 6));
+  const auto labels = count_by_label(mw.step.workload.programs[0]);
   CHECK(labels.at("expert_grad_all_reduce") == 2);
   CHECK(labels.at("shared_grad_all_gather") == 2);
   CHECK(labels.count("expert_param_all_gather") == 0);
@@ -128,16 +146,16 @@ TEST_CASE("moe model: op counts without ParO") {
 TEST_CASE("moe model: FLOP counts match the GEMM formulas") {
   const ModelSpec m = tiny_model();
   const TrainingSpec t = tiny_training();
-  const MoeWorkload mw = build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory);
+  const ModaWorkload mw = build();
   // By hand, T = 8, s = 4, d = 8, E = 4, ff = 16, k = 1:
   // 3072 + 512 + 512 + 1024 + 512 + 2048 + 2048 = 9728 per layer forward.
   CHECK(forward_gemm_flops_per_layer(m, t) == 9728);
   const double model_flops = m.layers * forward_gemm_flops_per_layer(m, t) * 3;  // forward + backward (1 + 2)
   CHECK(model_flops == 58368);
-  CHECK(mw.model_flops_per_rank == model_flops);
+  CHECK(mw.step.model_flops == 8 * model_flops);  // all 8 ranks
 
   // executed = every compute op's flops in the graph; model = the non-optimizer GEMMs.
-  const StepGraph& g = mw.workload.programs[0];
+  const StepGraph& g = mw.step.workload.programs[0];
   double all = 0, gemm_fb = 0, memory_bound = 0, optimizer = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
@@ -146,21 +164,21 @@ TEST_CASE("moe model: FLOP counts match the GEMM formulas") {
       if (c->kernel_class() != KernelClass::gemm) memory_bound += c->flops;  // layer kernels and the optimizer update
       if (g[v].phase == Phase::optimizer) optimizer += c->flops;
     }
-  CHECK(mw.executed_flops_per_rank == all);
+  CHECK(mw.step.executed_flops == 8 * all);
   CHECK(gemm_fb == model_flops);
-  CHECK(mw.executed_flops_per_rank == model_flops + memory_bound);
-  CHECK(mw.executed_flops_per_rank > mw.model_flops_per_rank);
+  CHECK(all == model_flops + memory_bound);
   // Optimizer: Adam at 12 flops per parameter on the ParO shards:
-  // expert 2*d*ff / R = 128, shared (4dd + dE + 4d) / K = 320 / 4 = 80, per layer.
-  CHECK(optimizer == 2 * 12 * (128 + 80));
+  // expert 280 / R = 140, shared 352 / K = 88, per layer.
+  CHECK(optimizer == 2 * 12 * (140 + 88));
 
-  CHECK(mw.tokens_per_step == 8 * 8);
-  CHECK(mw.parameters == 2 * (4 * 2 * 8 * 16 + 4 * 8 * 8 + 8 * 4 + 4 * 8));
+  CHECK(mw.step.tokens_per_step == 8 * 8);
+  CHECK(mw.step.parameters == 2 * (kDensePerLayer + 4 * kExpertParams));
 }
 
 TEST_CASE("moe model: MoDa placement") {
-  Workload w;
-  const Placement p = place_moe_ranks(tiny_model(), tiny_plan(Layout::moda), kMachineNps, w);
+  const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda));
+  const Placement& p = mw.placement;
+  const Workload& w = mw.step.workload;
   CHECK(p.ranks == 8);
   CHECK(p.experts == 4);
   CHECK(p.replicas == 2);
@@ -171,13 +189,12 @@ TEST_CASE("moe model: MoDa placement") {
   // Replica blocks of 2 tile the 4 used nodes of a supernode: class = position / 2.
   CHECK(w.class_of_rank == std::vector<int>{0, 0, 1, 1, 0, 0, 1, 1});
   // MoE group i takes replica i of every expert e: member e is rank e*R + i.
-  CHECK(w.groups.at("moe").members == Members{{0, 2, 4, 6}, {1, 3, 5, 7}});
-  CHECK(w.groups.at("expert_replicas").members == Members{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(w.groups.at("ep").members == Members{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  CHECK(w.groups.at("expert_dp").members == Members{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   CHECK(w.groups.at("supernode").members == Members{{0, 1, 2, 3}, {4, 5, 6, 7}});
   CHECK(w.groups.at("across_supernodes").members == Members{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
-  CHECK(w.groups.size() == 4);
   // The lookups are indexed.
-  const GroupTable& moe = w.groups.at("moe");
+  const GroupTable& moe = w.groups.at("ep");
   CHECK(moe.group_of_rank == std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1});
   CHECK(moe.index_in_group == std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3});
   const GroupTable& across = w.groups.at("across_supernodes");
@@ -185,80 +202,71 @@ TEST_CASE("moe model: MoDa placement") {
   CHECK(across.index_in_group == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
   // Supernode blocks of each group, for hierarchical collectives: MoE group {0, 2 | 4, 6}.
   CHECK(moe.block_size == 2);
-  CHECK(w.groups.at("expert_replicas").block_size == 2);
+  CHECK(w.groups.at("expert_dp").block_size == 2);
   CHECK(w.groups.at("supernode").block_size == 4);
   CHECK(across.block_size == 1);
+  // The general plan it is: 8 data-parallel ranks, 4-way expert parallel, ParO, supernodes of 4.
+  const ParallelPlan pl = moda_parallel_plan(tiny_model(), tiny_training(), tiny_plan());
+  CHECK(pl.data == 8);
+  CHECK(pl.expert == 4);
+  CHECK(pl.paro);
+  CHECK(pl.supernode_ranks == 4);
+  CHECK(pl.micro_batches() == 1);
 }
 
 TEST_CASE("moe model: inverse placement") {
-  Workload w;
-  const Placement p = place_moe_ranks(tiny_model(), tiny_plan(Layout::inverse), kMachineNps, w);
+  const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::inverse));
+  const Placement& p = mw.placement;
+  const Workload& w = mw.step.workload;
   CHECK(p.replicas == 2);
   CHECK(p.supernodes_used == 2);
   CHECK(w.node_of_rank == std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11});
   // MoE blocks of E = 4 fill the 4 used nodes: everyone is class 0.
   CHECK(w.class_of_rank == std::vector<int>(8, 0));
   // MoE group i is contiguous (rank i*E + e); expert e's replicas are across supernodes.
-  CHECK(w.groups.at("moe").members == Members{{0, 1, 2, 3}, {4, 5, 6, 7}});
-  CHECK(w.groups.at("expert_replicas").members == Members{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(w.groups.at("ep").members == Members{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(w.groups.at("expert_dp").members == Members{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
   CHECK(w.groups.at("supernode").members == Members{{0, 1, 2, 3}, {4, 5, 6, 7}});
   CHECK(w.groups.at("across_supernodes").members == Members{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
-  const GroupTable& rep = w.groups.at("expert_replicas");
+  const GroupTable& rep = w.groups.at("expert_dp");
   CHECK(rep.group_of_rank == std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3});
   CHECK(rep.index_in_group == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
-  CHECK(w.groups.at("moe").block_size == 4);  // the whole group sits in one supernode
+  CHECK(w.groups.at("ep").block_size == 4);  // the whole group sits in one supernode
   CHECK(rep.block_size == 1);
 }
 
 TEST_CASE("moe model: placement rejects plans that do not tile") {
-  Workload w;
   PlanSpec p = tiny_plan();
   p.nodes = 6;  // not a multiple of 4 experts
-  CHECK_THROWS_AS(place_moe_ranks(tiny_model(), p, kMachineNps, w), std::invalid_argument);
-  Workload w2;
+  CHECK_THROWS_AS(build(tiny_training(), p), std::invalid_argument);
   p = tiny_plan();
   p.nodes_per_supernode_used = 3;  // 8 ranks do not fill supernodes of 3
-  CHECK_THROWS_AS(place_moe_ranks(tiny_model(), p, kMachineNps, w2), std::invalid_argument);
-  Workload w3;
+  CHECK_THROWS_AS(build(tiny_training(), p), std::invalid_argument);
   ModelSpec m = tiny_model();
   m.experts_per_layer = 0;
-  CHECK_THROWS_AS(place_moe_ranks(m, tiny_plan(), kMachineNps, w3), std::invalid_argument);
+  CHECK_THROWS_AS(build(tiny_training(), tiny_plan(), m), std::invalid_argument);
 }
 
+// The same memory model as every plan (models/memory_model.hpp), ParO counted as ZeRO 1 over each
+// expert's replicas and, for the dense parameters, over the supernode's ranks.
 TEST_CASE("moe model: memory per node in fp32") {
-  const ModelSpec m = tiny_model();
-  const MoeWorkload mw = build_moe_workload(m, tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
-  const double d = m.d_model, ff = m.d_ff, E = m.experts_per_layer;
-  const double params = m.layers * (2 * d * ff + 4 * d * d + d * E + 4 * d) * 4;
-  CHECK(params == 4608);
-  CHECK(mw.memory.parameters_bytes == params);
-  CHECK(mw.memory.gradients_bytes == params);
-  // ParO: Adam's m and v (8 B per parameter) sharded over R = 2 replicas (experts) and K = 4 (shared).
-  CHECK(mw.memory.optimizer_state_bytes == m.layers * (2 * d * ff * 8 / 2 + (4 * d * d + d * E + 4 * d) * 8 / 4));
-  CHECK(mw.memory.activations_bytes > 0);
-  CHECK(mw.memory.total_bytes() == doctest::Approx(mw.memory.parameters_bytes + mw.memory.gradients_bytes +
-                                                   mw.memory.optimizer_state_bytes + mw.memory.activations_bytes));
+  const ModaWorkload mw = build();
+  const DeviceMemory& mem = mw.step.memory;
+  const double dense = 2 * kDensePerLayer, experts = 2 * kExpertParams;  // one expert per layer per node
+  CHECK(mem.parameters == dense + experts);
+  CHECK(mem.parameters_bytes == (dense + experts) * 4);
+  CHECK(mem.gradients_bytes == (dense + experts) * 4);
+  // ParO: Adam's m and v (8 B per parameter) sharded over R = 2 replicas (experts) and K = 4 (dense).
+  CHECK(mem.optimizer_state_bytes == experts * 8 / 2 + dense * 8 / 4);
+  CHECK(mem.activations_bytes > 0);
+  CHECK(mem.embedding_logits_bytes == 0);
   // Without ParO the optimizer state is not sharded.
-  const MoeWorkload full =
-      build_moe_workload(m, tiny_training(), tiny_plan(Layout::moda, false), kMachineNps, kBigMemory);
-  CHECK(full.memory.optimizer_state_bytes == m.layers * (2 * d * ff + 4 * d * d + d * E + 4 * d) * 8);
-}
-
-TEST_CASE("moe model: a plan that does not fit throws DoesNotFitError") {
-  CHECK_THROWS_AS(build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, 1000.0),
-                  DoesNotFitError);
-  std::string message;
-  try {
-    build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, 1000.0);
-  } catch (const DoesNotFitError& e) {
-    message = e.what();
-  }
-  INFO("message: ", message);
-  CHECK(message.find("does not fit") != std::string::npos);
-  CHECK(message.find("GB") != std::string::npos);
-  // DoesNotFitError is a runtime_error.
-  CHECK_THROWS_AS(build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, 1000.0),
-                  std::runtime_error);
+  const ModaWorkload full = build(tiny_training(), tiny_plan(Layout::moda, false));
+  CHECK(full.step.memory.optimizer_state_bytes == (dense + experts) * 8);
+  // A plan that does not fit is named with its numbers.
+  const auto short_by = memory_shortfall(mem, 1000.0, "node");
+  REQUIRE(short_by);
+  CHECK(short_by->find("per node, has 0.0 GB") != std::string::npos);
 }
 
 namespace {
@@ -292,10 +300,9 @@ bool runs_after(const StepGraph& g, OpId from, OpId to) {
 TEST_CASE("moe model: shared Adam waits for the shared gradient reduction") {
   for (bool paro : {true, false}) {
     CAPTURE(paro);
-    const MoeWorkload mw =
-        build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, paro), kMachineNps, kBigMemory);
-    const StepGraph& g = mw.workload.programs[0];
-    const OpId backward_done = op_named(g, "L0.bwd.attn_layernorm");
+    const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda, paro));
+    const StepGraph& g = mw.step.workload.programs[0];
+    const OpId backward_done = op_named(g, "mb0.c0.L0.bwd.attn_layernorm");
     for (int l = 0; l < 2; ++l) {
       CAPTURE(l);
       const std::string p = "L" + std::to_string(l) + ".opt.";
@@ -319,11 +326,11 @@ TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or o
   for (GradSync sync : {GradSync::after_backward, GradSync::overlap}) {
     CAPTURE(to_string(sync));
     t.grad_sync = sync;
-    const MoeWorkload mw = build_moe_workload(tiny_model(), t, tiny_plan(), kMachineNps, kBigMemory);
-    const StepGraph& g = mw.workload.programs[0];
+    const ModaWorkload mw = build(t);
+    const StepGraph& g = mw.step.workload.programs[0];
     // Layer 1's backward ends first; layer 0's ends the backward pass.
-    const OpId l1_backward = op_named(g, "L1.bwd.attn_layernorm");
-    const OpId backward_done = op_named(g, "L0.bwd.attn_layernorm");
+    const OpId l1_backward = op_named(g, "mb0.c0.L1.bwd.attn_layernorm");
+    const OpId backward_done = op_named(g, "mb0.c0.L0.bwd.attn_layernorm");
     const OpId l1_reduce = op_named(g, "L1.grad.expert_grad_reduce_scatter");
     CHECK(runs_after(g, l1_backward, l1_reduce));
     CHECK(runs_after(g, backward_done, l1_reduce) == (sync == GradSync::after_backward));
@@ -336,9 +343,8 @@ TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or o
 }
 
 TEST_CASE("moe model: without ParO the gradient all-reduce is backward communication") {
-  const MoeWorkload mw =
-      build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, false), kMachineNps, kBigMemory);
-  const StepGraph& g = mw.workload.programs[0];
+  const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda, false));
+  const StepGraph& g = mw.step.workload.programs[0];
   CHECK(g[op_named(g, "L1.grad.expert_grad_all_reduce")].phase == Phase::backward);
   CHECK(g[op_named(g, "L1.grad.shared_grad_all_gather")].phase == Phase::backward);
 }
@@ -346,9 +352,8 @@ TEST_CASE("moe model: without ParO the gradient all-reduce is backward communica
 TEST_CASE("moe model: the optimizer compute ops of a rank run one after another") {
   for (bool paro : {true, false}) {
     CAPTURE(paro);
-    const MoeWorkload mw =
-        build_moe_workload(tiny_model(), tiny_training(), tiny_plan(Layout::moda, paro), kMachineNps, kBigMemory);
-    const StepGraph& g = mw.workload.programs[0];
+    const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda, paro));
+    const StepGraph& g = mw.step.workload.programs[0];
     // Layer 1 is reduced first: L1 expert Adam, L1 shared Adam, L0 expert Adam, L0 shared Adam.
     CHECK(runs_after(g, op_named(g, "L1.opt.expert_adam"), op_named(g, "L1.opt.shared_adam")));
     CHECK(runs_after(g, op_named(g, "L1.opt.shared_adam"), op_named(g, "L0.opt.expert_adam")));
@@ -359,30 +364,30 @@ TEST_CASE("moe model: the optimizer compute ops of a rank run one after another"
 // Every compute op names its kernel and shape, so that the cost model can look up the
 // efficiency of that shape. T = 2 x 4 = 8 tokens, d = 8, h = 2 (head dim 4), ff = 16, E = 4, k = 1.
 TEST_CASE("moe model: compute ops carry their kernel and shape") {
-  const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
-  const StepGraph& g = mw.workload.programs[0];
+  const ModaWorkload mw = build();
+  const StepGraph& g = mw.step.workload.programs[0];
   auto work = [&](const std::string& name) { return std::get<ComputeWork>(g[op_named(g, name)].work); };
   auto dims = [](const ComputeWork& w) { return std::array<std::int64_t, 4>{w.shape.dims[0], w.shape.dims[1], w.shape.dims[2], w.shape.batch}; };
   using D = std::array<std::int64_t, 4>;
-  CHECK(work("L0.fwd.attn_qkv").kernel == Kernel::gemm);
-  CHECK(dims(work("L0.fwd.attn_qkv")) == D{8, 24, 8, 1});
-  CHECK(dims(work("L0.fwd.attn_scores")) == D{4, 4, 4, 4});      // per sequence and head: s x s x d/h, 2 x 2 of them
-  CHECK(dims(work("L0.fwd.attn_context")) == D{4, 4, 4, 4});
-  CHECK(dims(work("L0.fwd.expert_ffn1")) == D{8, 16, 8, 1});
+  CHECK(work("mb0.c0.L0.fwd.attn_qkv").kernel == Kernel::gemm);
+  CHECK(dims(work("mb0.c0.L0.fwd.attn_qkv")) == D{8, 24, 8, 1});
+  CHECK(dims(work("mb0.c0.L0.fwd.attn_scores")) == D{4, 4, 4, 4});      // per sequence and head: s x s x d/h, 2 x 2 of them
+  CHECK(dims(work("mb0.c0.L0.fwd.attn_context")) == D{4, 4, 4, 4});
+  CHECK(dims(work("mb0.c0.L0.fwd.expert_ffn1")) == D{8, 16, 8, 1});
   // backward: data gradient dA = dC B^T (m x k, inner n), weight gradient dB = A^T dC (k x n, inner m)
-  CHECK(dims(work("L0.bwd.expert_ffn1.dgrad")) == D{8, 8, 16, 1});
-  CHECK(dims(work("L0.bwd.expert_ffn1.wgrad")) == D{8, 16, 8, 1});
-  CHECK(dims(work("L1.bwd.gate.wgrad")) == D{8, 4, 8, 1});
-  CHECK(work("L0.bwd.expert_ffn1.dgrad").flops + work("L0.bwd.expert_ffn1.wgrad").flops ==
-        2 * work("L0.fwd.expert_ffn1").flops);
-  CHECK(work("L0.fwd.attn_softmax").kernel == Kernel::softmax);
-  CHECK(dims(work("L0.fwd.attn_softmax")) == D{16, 4, 0, 1});    // rows = tokens x heads, cols = seq_len
-  CHECK(work("L0.fwd.attn_layernorm").kernel == Kernel::layer_norm);
-  CHECK(dims(work("L0.fwd.gate_topk")) == D{8, 4, 1, 1});
-  CHECK(work("L0.fwd.dispatch_permute").kernel == Kernel::token_permute);
-  CHECK(dims(work("L0.fwd.dispatch_permute")) == D{8, 8, 0, 1});
-  CHECK(dims(work("L0.fwd.expert_gelu")) == D{128, 0, 0, 1});
-  CHECK(work("L0.fwd.combine_residual").kernel == Kernel::residual_add);
+  CHECK(dims(work("mb0.c0.L0.bwd.expert_ffn1.dgrad")) == D{8, 8, 16, 1});
+  CHECK(dims(work("mb0.c0.L0.bwd.expert_ffn1.wgrad")) == D{8, 16, 8, 1});
+  CHECK(dims(work("mb0.c0.L1.bwd.gate.wgrad")) == D{8, 4, 8, 1});
+  CHECK(work("mb0.c0.L0.bwd.expert_ffn1.dgrad").flops + work("mb0.c0.L0.bwd.expert_ffn1.wgrad").flops ==
+        2 * work("mb0.c0.L0.fwd.expert_ffn1").flops);
+  CHECK(work("mb0.c0.L0.fwd.attn_softmax").kernel == Kernel::softmax);
+  CHECK(dims(work("mb0.c0.L0.fwd.attn_softmax")) == D{16, 4, 0, 1});    // rows = tokens x heads, cols = seq_len
+  CHECK(work("mb0.c0.L0.fwd.attn_layernorm").kernel == Kernel::layer_norm);
+  CHECK(dims(work("mb0.c0.L0.fwd.gate_topk")) == D{8, 4, 1, 1});
+  CHECK(work("mb0.c0.L0.fwd.dispatch_permute").kernel == Kernel::token_permute);
+  CHECK(dims(work("mb0.c0.L0.fwd.dispatch_permute")) == D{8, 8, 0, 1});
+  CHECK(dims(work("mb0.c0.L0.fwd.expert_gelu")) == D{128, 0, 0, 1});
+  CHECK(work("mb0.c0.L0.fwd.ffn_residual").kernel == Kernel::residual_add);
   CHECK(work("L0.opt.expert_adam").kernel == Kernel::adam);
 }
 
@@ -390,75 +395,85 @@ TEST_CASE("moe model: compute ops carry their kernel and shape") {
 // s = 4, d = 8, h = 2, E = 4, ff = 16, k = 1, 2 layers, 8 nodes: R = 2 replicas, K = 4 nodes per
 // supernode), fp32 with ParO.
 TEST_CASE("moe model: FLOPs and bytes per phase, counted by hand") {
-  const MoeWorkload mw = build_moe_workload(tiny_model(), tiny_training(), tiny_plan(), kMachineNps, kBigMemory);
-  const StepGraph& g = mw.workload.programs[0];
-  std::map<Phase, double> flops, comm_bytes;
+  const ModaWorkload mw = build();
+  const StepGraph& g = mw.step.workload.programs[0];
+  std::map<Phase, double> flops, comm_bytes, memory_bound_bytes;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
-    if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) flops[g[v].phase] += c->flops;
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
+      flops[g[v].phase] += c->flops;
+      if (c->kernel_class() != KernelClass::gemm) memory_bound_bytes[g[v].phase] += c->bytes;
+    }
     if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) comm_bytes[g[v].phase] += c->bytes;
   }
-  // Forward, per layer: GEMMs 9728; layer norms 8 T d + 10 T d = 512 + 640, softmax 5 T s h = 320,
-  // top-k 4 T E = 128, GELU 8 T k ff = 1024, residual 3 T d = 192: 12544.
-  CHECK(flops[Phase::forward] == 2 * 12544);
-  // Backward: the GEMMs twice (19456) and the same memory-bound kernels' flops (2816).
-  CHECK(flops[Phase::backward] == 2 * (19456 + 2816));
-  // Optimizer: Adam, 12 flops per parameter of the shards (expert 2 d ff / R = 128, shared
-  // (4 d d + d E + 4 d) / K = 80).
-  CHECK(flops[Phase::optimizer] == 2 * 12 * (128 + 80));
+  // Forward, per layer: GEMMs 9728; two layer norms 8 T d each (512 + 512), softmax 5 (b h s) s =
+  // 320, top-k 4 T E = 128, GELU 8 T k ff = 1024, two residuals 3 T d each (192 + 192): 12608.
+  CHECK(flops[Phase::forward] == 2 * 12608);
+  // Backward: the GEMMs twice (19456) and the same memory-bound kernels' flops (2880).
+  CHECK(flops[Phase::backward] == 2 * (19456 + 2880));
+  // Optimizer: Adam, 12 flops per parameter of the shards (expert 280 / R = 140, dense 352 / K = 88).
+  CHECK(flops[Phase::optimizer] == 2 * 12 * (140 + 88));
+  // Forward memory-bound bytes per layer (fp32): layer norms 2 T d x 4 each (512 + 512), softmax
+  // 2 (b h s) s x 4 = 512, residuals 3 T d x 4 each (768 + 768), top-k 2 T E x 4 = 256, permute and
+  // unpermute 2 T k d x 4 each (512 + 512), GELU 2 T k ff x 4 = 1024: 5376.
+  CHECK(memory_bound_bytes[Phase::forward] == 2 * 5376);
   // Communication: the two all-to-alls of T k d fp32 values each way (256 bytes each).
   CHECK(comm_bytes[Phase::forward] == 2 * 2 * 256);
   CHECK(comm_bytes[Phase::backward] == 2 * 2 * 256);
-  // ParO, in the optimizer step: expert gradients reduce-scattered (2 d ff x 4 = 1024) and
-  // parameters all-gathered (1024); shared gradients reduce-scattered in the supernode (320 x 4 =
-  // 1280), all-reduced across supernodes (1280 / K = 320), parameters all-gathered (1280).
-  CHECK(comm_bytes[Phase::optimizer] == 2 * (1024 + 1024 + 1280 + 320 + 1280));
+  // ParO, in the optimizer step: expert gradients reduce-scattered (280 x 4 = 1120) and
+  // parameters all-gathered (1120); dense gradients reduce-scattered in the supernode (352 x 4 =
+  // 1408), all-reduced across supernodes (1408 / K = 352), parameters all-gathered (1408).
+  CHECK(comm_bytes[Phase::optimizer] == 2 * (1120 + 1120 + 1408 + 352 + 1408));
 }
 
 TEST_CASE("moe model: mixed precision adds the master-weight passes to the optimizer") {
   TrainingSpec t = tiny_training();
   t.precision = PrecisionPolicy::mixed;
-  const MoeWorkload mw = build_moe_workload(tiny_model(), t, tiny_plan(), kMachineNps, kBigMemory);
+  const ModaWorkload mw = build(t);
   double grad_bytes = 0, model_bytes = 0;
-  const StepGraph& g = mw.workload.programs[0];
+  const StepGraph& g = mw.step.workload.programs[0];
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) {
       if (g[v].label == "expert_master_grad") grad_bytes += c->bytes;
       if (g[v].label == "expert_master_to_model") model_bytes += c->bytes;
       if (g[v].label.rfind("expert_master", 0) == 0) CHECK(g[v].phase == Phase::optimizer);
     }
-  // Per layer, on the 128-parameter expert shard: fp16 gradient read, fp32 master gradient written
+  // Per layer, on the 140-parameter expert shard: fp16 gradient read, fp32 master gradient written
   // (6 bytes); fp32 master read, fp16 weight written (6 bytes).
-  CHECK(grad_bytes == 2 * 128 * 6);
-  CHECK(model_bytes == 2 * 128 * 6);
+  CHECK(grad_bytes == 2 * 140 * 6);
+  CHECK(model_bytes == 2 * 140 * 6);
   // The reduction carries the fp16 gradients, the all-gather the fp16 weights.
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
-      if (g[v].label == "expert_grad_reduce_scatter") CHECK(c->bytes == 256 * 2);
-      if (g[v].label == "expert_param_all_gather") CHECK(c->bytes == 256 * 2);
+      if (g[v].label == "expert_grad_reduce_scatter") CHECK(c->bytes == 280 * 2);
+      if (g[v].label == "expert_param_all_gather") CHECK(c->bytes == 280 * 2);
     }
 }
 
 // The precision table (models/precision.hpp) drives each op's precision and the state bytes.
 TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and model state") {
-  const ModelSpec m = tiny_model();
-  auto build = [&](PrecisionPolicy p) {
+  auto build_in = [&](PrecisionPolicy p) {
     TrainingSpec t = tiny_training();
     t.precision = p;
-    return build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory);
+    return build(t);
   };
   auto gemm_precision = [](const StepGraph& g, const std::string& name) {
-    return std::get<ComputeWork>(g[op_named(g, name)].work).precision;
+    return std::get<ComputeWork>(g[op_named(g, "mb0.c0." + name)].work).precision;
   };
-  auto a2a_bytes = [](const StepGraph& g) { return std::get<CollectiveWork>(g[op_named(g, "L0.fwd.dispatch")].work).bytes; };
-  const MoeWorkload f32 = build(PrecisionPolicy::fp32), o1 = build(PrecisionPolicy::apex_o1),
-                    o2 = build(PrecisionPolicy::apex_o2), lw = build(PrecisionPolicy::mixed);
-  const StepGraph &g32 = f32.workload.programs[0], &g1 = o1.workload.programs[0], &g2 = o2.workload.programs[0],
-                  &gl = lw.workload.programs[0];
-  // GEMMs: fp32 / half under O1, O2 and layerwise; the gate stays fp32 only in layerwise.
+  auto a2a_bytes = [](const StepGraph& g) {
+    return std::get<CollectiveWork>(g[op_named(g, "mb0.c0.L0.fwd.dispatch")].work).bytes;
+  };
+  const ModaWorkload f32 = build_in(PrecisionPolicy::fp32), o1 = build_in(PrecisionPolicy::apex_o1),
+                     o2 = build_in(PrecisionPolicy::apex_o2), lw = build_in(PrecisionPolicy::mixed),
+                     f16 = build_in(PrecisionPolicy::fp16);
+  const StepGraph &g32 = f32.step.workload.programs[0], &g1 = o1.step.workload.programs[0],
+                  &g2 = o2.step.workload.programs[0], &gl = lw.step.workload.programs[0],
+                  &g16 = f16.step.workload.programs[0];
+  // GEMMs: fp32 / half under O1, O2 and layerwise; the gate stays fp32 in layerwise and fp16.
   CHECK(gemm_precision(g32, "L0.fwd.expert_ffn1") == Precision::fp32);
   CHECK(gemm_precision(g1, "L0.fwd.expert_ffn1") == Precision::fp16);
   CHECK(gemm_precision(g2, "L0.fwd.attn_qkv") == Precision::fp16);
   CHECK(gemm_precision(gl, "L0.fwd.gate") == Precision::fp32);
+  CHECK(gemm_precision(g16, "L0.fwd.gate") == Precision::fp32);
   CHECK(gemm_precision(g2, "L0.fwd.gate") == Precision::fp16);
   // Layer norms: fp64 in layerwise, half in O2, fp32 in O1.
   CHECK(gemm_precision(gl, "L0.fwd.attn_layernorm") == Precision::fp64);
@@ -469,16 +484,14 @@ TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and 
   CHECK(a2a_bytes(g1) == 8 * 8 * 4);
   CHECK(a2a_bytes(g2) == 8 * 8 * 2);
   CHECK(a2a_bytes(gl) == 8 * 8 * 2);
-  // Model state per node, 2 layers: expert 2 d ff = 256, shared 4dd + dE + 4d = 320 parameters a layer;
+  // Model state per node, 2 layers: one expert of 280 and the dense 352 parameters a layer;
   // R = 2 replicas and K = 4 nodes shard the optimizer state (ParO).
-  CHECK(o1.memory.parameters_bytes == 2 * (256 * 4 + 320 * 4));
-  CHECK(o1.memory.optimizer_state_bytes == 2 * (256 * 8 / 2 + 320 * 8 / 4));
-  CHECK(o2.memory.parameters_bytes == 2 * (256 * 2 + 320 * 2));
-  CHECK(o2.memory.optimizer_state_bytes == 2 * (256 * 12 / 2 + 320 * 12 / 4));
-  CHECK(lw.memory.parameters_bytes == 2 * (256 * 2 + 320 * 4));
-  CHECK(lw.memory.optimizer_state_bytes == 2 * (256 * 12 / 2 + 320 * 8 / 4));
-  // The general-plan mode has no MoDa row.
-  TrainingSpec t = tiny_training();
-  t.precision = PrecisionPolicy::fp16;
-  CHECK_THROWS_AS(build_moe_workload(m, t, tiny_plan(), kMachineNps, kBigMemory), std::invalid_argument);
+  const double e = 2 * kExpertParams, d = 2 * kDensePerLayer;
+  CHECK(o1.step.memory.parameters_bytes == e * 4 + d * 4);
+  CHECK(o1.step.memory.optimizer_state_bytes == e * 8 / 2 + d * 8 / 4);
+  CHECK(o2.step.memory.parameters_bytes == e * 2 + d * 2);
+  CHECK(o2.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 12 / 4);
+  CHECK(lw.step.memory.parameters_bytes == e * 2 + d * 4);
+  CHECK(lw.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 8 / 4);
+  CHECK(f16.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 12 / 4);
 }
