@@ -773,7 +773,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
-                "sequence_parallel", "attention",
+                "sequence_parallel", "attention", "context_parallel",
                 "offload_optimizer", "micro_batch", "global_batch", "placement"});
   ParallelPlan s;
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
@@ -781,6 +781,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.tensor_mode = modes[r.enum_value(p, path, "tensor_mode", {"1d", "2d", "2.5d", "3d"}, 0)];
   s.tensor_depth = r.optional_int(p, path, "tensor_depth", 1);
   s.pipeline = r.optional_int(p, path, "pipeline_parallel", 1);
+  s.context = r.optional_int(p, path, "context_parallel", 1);
   static const PipelineSchedule schedules[] = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
                                                PipelineSchedule::interleaved};
   s.virtual_stages = r.optional_int(p, path, "virtual_stages", 1);
@@ -792,11 +793,13 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   if (devices && data) r.fail(child(path, "devices"), "either devices or data_parallel, not both");
   if (devices) {
     const int n = r.integer(*devices, child(path, "devices"));
-    const long long tp = static_cast<long long>(s.tensor) * s.pipeline;
-    if (n % tp != 0)
-      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel (" + std::to_string(tp) +
-                                         "), got " + std::to_string(n));
-    s.data = static_cast<int>(n / tp);
+    // Checked: three 32-bit sizes can overflow 64 bits.
+    const std::optional<std::int64_t> tp = checked_product({s.tensor, s.pipeline, s.context});
+    if (!tp || n % *tp != 0)
+      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel x context_parallel (" +
+                                         (tp ? std::to_string(*tp) : std::string("more than 2^63")) + "), got " +
+                                         std::to_string(n));
+    s.data = static_cast<int>(n / *tp);
   } else {
     s.data = r.optional_int(p, path, "data_parallel", 1);
   }
@@ -829,19 +832,19 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
     const std::string pp = child(path, "placement");
     const std::string what =
         "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first (and optionally \"expert\" "
-        "beside \"data\")";
-    if (!pl->is_array() || (pl->size() != 3 && pl->size() != 4)) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+        "beside \"data\", and \"context\")";
+    if (!pl->is_array() || pl->size() < 3 || pl->size() > 5) r.fail(pp, "expected " + what + ", got " + describe(*pl));
     s.placement.clear();
-    bool seen[4] = {false, false, false, false};
+    bool seen[5] = {false, false, false, false, false};
     for (size_t i = 0; i < pl->size(); ++i) {
       const json& e = (*pl)[i];
       const std::string ep = pp + "/" + std::to_string(i);
       const std::string v = e.is_string() ? e.get<std::string>() : std::string();
-      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : v == "expert" ? 3 : -1;
+      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : v == "expert" ? 3 : v == "context" ? 4 : -1;
       if (k < 0 || seen[k]) r.fail(ep, "expected " + what + ", got " + describe(e));
       seen[k] = true;
       static const ParallelDim dims[] = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline,
-                                         ParallelDim::expert};
+                                         ParallelDim::expert, ParallelDim::context};
       s.placement.push_back(dims[k]);
     }
     if (!seen[0] || !seen[1] || !seen[2]) r.fail(pp, "expected " + what + ", got " + describe(*pl));
@@ -893,6 +896,23 @@ void check_half_precision_figures(const Reader& r, const Scenario& s) {
                                     " needs the device's peak_flops_per_s.fp16 and gemm_efficiency.fp16, and device " +
                                     quoted(mc.device_name) + " of machine " + quoted(mc.name) + " lacks " +
                                     (!peak ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
+}
+
+// Context parallelism (ring attention) as Megatron-Core runs it: dense models, 1-D tensor
+// parallelism, the fused attention kernel, a sequence cut into 2c chunks.
+void validate_context_parallel(const Reader& r, const Scenario& s) {
+  const ParallelPlan& p = s.parallel;
+  if (p.context == 1) return;
+  const std::string at = "/plan/context_parallel";
+  if (!s.model.dense()) r.fail(at, "expected 1: context parallelism is modelled for dense models, not experts");
+  if (p.tensor_mode != TensorMode::one_d)
+    r.fail(at, "expected 1: context parallelism is modelled with Megatron's 1-D tensor parallelism");
+  if (p.attention != ParallelPlan::Attention::flash)
+    r.fail(at, "expected 1, or \"attention\": \"flash\": ring attention runs the fused attention kernel on each key/value "
+               "block (Transformer Engine)");
+  if (s.training.seq_len % (2 * static_cast<long long>(p.context)) != 0)
+    r.fail(at, "expected a divisor of seq_len / 2 (" + num(s.training.seq_len) +
+                   " / 2): the sequence is cut into 2 x context_parallel chunks, got " + num(p.context));
 }
 
 void validate_general(const Reader& r, const Scenario& s) {
@@ -951,12 +971,13 @@ void validate_general(const Reader& r, const Scenario& s) {
         r.fail("/plan/tensor_parallel", "expected a perfect cube for 3-D tensor parallelism, got " + num(p.tensor));
       break;
   }
-  if (s.training.grad_sync == GradSync::overlap && p.data == 1)
-    r.fail("/training/grad_sync", "expected \"after_backward\": data_parallel is 1, so there is no data-parallel "
-                                  "gradient reduction to overlap with the backward pass");
-  if (p.distributed_optimizer && p.data == 1)
-    r.fail("/plan/distributed_optimizer", "expected false: data_parallel is 1, so there are no replicas to shard the "
-                                          "optimizer state over");
+  if (s.training.grad_sync == GradSync::overlap && p.data == 1 && p.context == 1)
+    r.fail("/training/grad_sync", "expected \"after_backward\": data_parallel and context_parallel are 1, so there is no "
+                                  "data-parallel gradient reduction to overlap with the backward pass");
+  if (p.distributed_optimizer && p.data == 1 && p.context == 1)
+    r.fail("/plan/distributed_optimizer", "expected false: data_parallel and context_parallel are 1, so there are no "
+                                          "replicas to shard the optimizer state over");
+  validate_context_parallel(r, s);
   if (p.sequence_parallel && p.tensor_mode != TensorMode::one_d)
     r.fail("/plan/sequence_parallel", std::string("expected false: sequence parallelism splits Megatron's 1-D tensor "
                                                   "group along the sequence; ") + to_string(p.tensor_mode) +
@@ -999,12 +1020,12 @@ void validate_general(const Reader& r, const Scenario& s) {
                                      num(mbs) + ") to be a multiple of pipeline_parallel (" + num(p.pipeline) +
                                      ") under the interleaved schedule");
   // Checked 64-bit arithmetic: three 32-bit sizes can overflow even 64 bits.
-  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline});
+  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline, p.context});
   if (!devices || *devices > s.machine.device_count())
     r.fail("/plan", "expected at most the machine's " + num(s.machine.device_count()) + " devices (" +
-                        s.machine.device_word() + "s): data_parallel x tensor_parallel x pipeline_parallel = " +
-                        num(p.data) + " x " + num(p.tensor) + " x " + num(p.pipeline) + " = " +
-                        (devices ? num(*devices) : std::string("more than 2^63")));
+                        s.machine.device_word() + "s): data_parallel x tensor_parallel x pipeline_parallel x "
+                        "context_parallel = " + num(p.data) + " x " + num(p.tensor) + " x " + num(p.pipeline) + " x " +
+                        num(p.context) + " = " + (devices ? num(*devices) : std::string("more than 2^63")));
 }
 
 void validate(const Reader& r, const Scenario& s) {
