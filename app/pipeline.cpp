@@ -246,7 +246,6 @@ nlohmann::json report_json(const Prediction& p) {
                  {"tensor_parallel", pl.tensor},
                  {"tensor_mode", to_string(pl.tensor_mode)},
                  {"pipeline_parallel", pl.pipeline},
-                 {"context_parallel", pl.context},
                  {"schedule", to_string(pl.schedule)},
                  {"virtual_stages", pl.virtual_stages},
                  {"zero_stage", pl.zero_stage},
