@@ -388,10 +388,11 @@ std::string summary_text(const Prediction& p) {
                      sc.machine.device_word());
     s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
                      sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
-    s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)); ZeRO {}, "
+    s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)){}; ZeRO {}, "
                      "recompute {}{}\n",
                      pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
-                     pl.virtual_stages, pl.zero_stage, to_string(pl.recompute),
+                     pl.virtual_stages, pl.context > 1 ? fmt::format(" x context {} (ring)", pl.context) : std::string(),
+                     pl.zero_stage, to_string(pl.recompute),
                      std::string(pl.sequence_parallel ? ", sequence parallel" : "") +
                          (pl.offload_optimizer ? ", optimizer offloaded to the host" : ""));
     s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",

@@ -786,7 +786,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
-                "sequence_parallel", "attention",
+                "sequence_parallel", "attention", "context_parallel",
                 "offload_optimizer", "micro_batch", "global_batch", "placement"});
   ParallelPlan s;
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
@@ -794,6 +794,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.tensor_mode = modes[r.enum_value(p, path, "tensor_mode", {"1d", "2d", "2.5d", "3d"}, 0)];
   s.tensor_depth = r.optional_int(p, path, "tensor_depth", 1);
   s.pipeline = r.optional_int(p, path, "pipeline_parallel", 1);
+  s.context = r.optional_int(p, path, "context_parallel", 1);
   static const PipelineSchedule schedules[] = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
                                                PipelineSchedule::interleaved};
   s.virtual_stages = r.optional_int(p, path, "virtual_stages", 1);
@@ -805,11 +806,13 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   if (devices && data) r.fail(child(path, "devices"), "either devices or data_parallel, not both");
   if (devices) {
     const int n = r.integer(*devices, child(path, "devices"));
-    const long long tp = static_cast<long long>(s.tensor) * s.pipeline;
-    if (n % tp != 0)
-      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel (" + std::to_string(tp) +
-                                         "), got " + std::to_string(n));
-    s.data = static_cast<int>(n / tp);
+    // Checked: three 32-bit sizes can overflow 64 bits.
+    const std::optional<std::int64_t> tp = checked_product({s.tensor, s.pipeline, s.context});
+    if (!tp || n % *tp != 0)
+      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel x context_parallel (" +
+                                         (tp ? std::to_string(*tp) : std::string("more than 2^63")) + "), got " +
+                                         std::to_string(n));
+    s.data = static_cast<int>(n / *tp);
   } else {
     s.data = r.optional_int(p, path, "data_parallel", 1);
   }
@@ -842,19 +845,19 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
     const std::string pp = child(path, "placement");
     const std::string what =
         "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first (and optionally \"expert\" "
-        "beside \"data\")";
-    if (!pl->is_array() || (pl->size() != 3 && pl->size() != 4)) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+        "beside \"data\", and \"context\")";
+    if (!pl->is_array() || pl->size() < 3 || pl->size() > 5) r.fail(pp, "expected " + what + ", got " + describe(*pl));
     s.placement.clear();
-    bool seen[4] = {false, false, false, false};
+    bool seen[5] = {false, false, false, false, false};
     for (size_t i = 0; i < pl->size(); ++i) {
       const json& e = (*pl)[i];
       const std::string ep = pp + "/" + std::to_string(i);
       const std::string v = e.is_string() ? e.get<std::string>() : std::string();
-      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : v == "expert" ? 3 : -1;
+      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : v == "expert" ? 3 : v == "context" ? 4 : -1;
       if (k < 0 || seen[k]) r.fail(ep, "expected " + what + ", got " + describe(e));
       seen[k] = true;
       static const ParallelDim dims[] = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline,
-                                         ParallelDim::expert};
+                                         ParallelDim::expert, ParallelDim::context};
       s.placement.push_back(dims[k]);
     }
     if (!seen[0] || !seen[1] || !seen[2]) r.fail(pp, "expected " + what + ", got " + describe(*pl));

@@ -13,6 +13,9 @@ constexpr double kOpsPerLayerPass = 64;
 constexpr double kOpsPerLayerUpdate = 16;
 constexpr double kOpsPerPassFixed = 32;
 constexpr double kOpsPerProgramFixed = 64;
+// Context parallelism (ring attention): per layer pass and ring step, an attention block and its
+// key/value send and receive (and, backward, the key/value gradients' send and receive).
+constexpr double kOpsPerContextStep = 8;
 
 }  // namespace
 
@@ -30,9 +33,10 @@ GraphSizeEstimate estimate_graph_size(const ModelSpec& m, const TrainingSpec& t,
   const double layers_per_device = double(m.layers) / pipeline;
   const double micro_batches = double(plan.global_batch) / (double(plan.micro_batch) * plan.data);
   const double passes = 2 * micro_batches * chunks;  // each micro-batch's forward and backward of each chunk
-  e.ops_per_rank = passes * (layers_per_device / chunks * kOpsPerLayerPass + kOpsPerPassFixed) +
+  const double layer_pass = kOpsPerLayerPass + kOpsPerContextStep * (double(plan.context) - 1);
+  e.ops_per_rank = passes * (layers_per_device / chunks * layer_pass + kOpsPerPassFixed) +
                    layers_per_device * kOpsPerLayerUpdate + kOpsPerProgramFixed;
-  e.ranks = double(plan.data) * plan.tensor * plan.pipeline;
+  e.ranks = double(plan.data) * plan.tensor * plan.pipeline * plan.context;
   return e;
 }
 

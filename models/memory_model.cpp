@@ -47,7 +47,7 @@ struct Sizes {
 Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   Sizes z;
   z.b = p.micro_batch;
-  z.s = t.seq_len;
+  z.s = double(t.seq_len) / p.context;  // context parallelism: this device's tokens of each sequence
   z.h = m.d_model;
   z.a = m.heads;
   z.ff = m.d_ff;
@@ -202,7 +202,7 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const bool paro = p.paro && replicas > 1;
   const int zero = std::max(p.zero_stage, paro ? 1 : 0);
   const StateBytes sb = state_bytes(t.precision, false);
-  const Partitioned d = partition(dense, p.supernode_ranks > 0 ? p.supernode_ranks : p.data, zero, sb);
+  const Partitioned d = partition(dense, p.supernode_ranks > 0 ? p.supernode_ranks : p.gradient_replicas(), zero, sb);
   const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true));
   out.parameters_bytes = d.parameters_bytes + x.parameters_bytes;
   out.gradients_bytes = d.gradients_bytes + x.gradients_bytes;
@@ -236,7 +236,10 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
     if (z.V > 0 && (stage == p.pipeline - 1)) largest(z.h, z.V, Linear1D::column);  // logits
   }
   if (p.pipeline > 1) comm = std::max(comm, T * z.h * z.e * act_frac);  // received activations (gathered under 1-D without sequence parallelism)
-  if (zero >= 3 && p.data > 1) comm = std::max(comm, dp.dense_per_layer * sb.parameter);  // one layer's gathered parameters
+  // Ring attention, at the backward's peak: a key/value block (2 b (s/c) (kv h/a) / t elements)
+  // being sent and one being received, and their gradients' two: 4 blocks.
+  if (p.context > 1) comm = std::max(comm, 4 * 2 * T * z.h * z.kvf * z.e / l.size);
+  if (zero >= 3 && p.gradient_replicas() > 1) comm = std::max(comm, dp.dense_per_layer * sb.parameter);  // one layer's gathered parameters
   out.communication_buffers_bytes = comm;
 
   out.total_bytes = out.parameters_bytes + out.gradients_bytes + out.optimizer_state_bytes + out.activations_bytes +

@@ -39,6 +39,10 @@
 //   other activations (whole under 1-D without sequence parallelism).
 //   Sequence parallelism (1-D): the whole part is split along the sequence too, so everything
 //   is divided by t: sbh/t (34 + 5as/h); with selective recomputation 34 sbh/t; full 2sbh/t.
+//   Context parallelism (c devices per sequence, ring attention on the fused kernel): each
+//   device keeps the activations of its s/c tokens, so s reads s/c throughout (no s^2 term:
+//   flash); ZeRO shards over the data x context replicas; the ring's buffers are in the
+//   communication buffers below.
 //   Working set: the layer being recomputed needs its activations again before its backward:
 //   under full recomputation one layer's un-recomputed activations of one micro-batch, under
 //   selective its attention core's (the as^2 b terms); counted once.
@@ -55,7 +59,8 @@
 // Communication buffers: the largest single collective's buffer a device holds besides the
 //   tensors it reads: the tensor-parallel collectives of one layer's linears (all-reduce
 //   buffer, or the gathered panel under 2-D/2.5-D/3-D), the pipeline receive buffer, and under
-//   ZeRO 3 one layer's gathered parameters. Gradient reductions run in place on the gradient
+//   ZeRO 3 one layer's gathered parameters, and under context parallelism the ring's 4 key/value
+//   blocks (sent and received, and their gradients). Gradient reductions run in place on the gradient
 //   buffer (Megatron's contiguous buffer, ZeRO's buckets), so they add nothing here; NCCL's own
 //   internal buffers are not counted.
 #pragma once

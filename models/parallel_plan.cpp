@@ -36,6 +36,7 @@ const char* to_string(ParallelDim d) {
     case ParallelDim::data: return "data";
     case ParallelDim::pipeline: return "pipeline";
     case ParallelDim::expert: return "expert";
+    case ParallelDim::context: return "context";
   }
   return "?";
 }

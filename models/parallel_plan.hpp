@@ -40,7 +40,7 @@ enum class Recompute { none, selective, full };
 const char* to_string(Recompute r);
 
 // The parallel dimensions a placement orders.
-enum class ParallelDim { tensor, data, pipeline, expert };
+enum class ParallelDim { tensor, data, pipeline, expert, context };
 const char* to_string(ParallelDim d);
 
 struct ParallelPlan {
@@ -79,6 +79,13 @@ struct ParallelPlan {
   enum class Attention { standard, flash };
   Attention attention = Attention::standard;
   bool offload_optimizer = false;  // optimizer state and update in host memory (M6-10T)
+  // Context parallelism (ring attention, Megatron-Core / Transformer Engine, Llama 3 section
+  // 3.3.2): each sequence is split over `context` devices; each holds 2 of its 2c chunks (chunk i
+  // and 2c-1-i, so the causal mask leaves every device the same work) and the key/value blocks go
+  // around the ring in c-1 steps, each step's exchange overlapped with the attention block before
+  // it. The gradients are reduced over data x context devices. Placed just outside tensor unless
+  // the placement lists "context".
+  int context = 1;
   int micro_batch = 1;       // sequences per micro-batch per pipeline (per data-parallel replica)
   int global_batch = 1;      // sequences per step, all replicas (images, for a convolutional network)
   // Convolutional networks: replicas (consecutive ranks) whose batch norm shares its statistics
@@ -89,7 +96,11 @@ struct ParallelPlan {
 
   // Products in checked 64-bit arithmetic: throw std::overflow_error past a 32-bit count (the
   // scenario parser refuses such plans first, naming the file and path).
-  int devices() const { return checked_int_product({data, tensor, pipeline}, "data x tensor x pipeline"); }
+  int devices() const {
+    return checked_int_product({data, tensor, pipeline, context}, "data x tensor x pipeline x context");
+  }
+  // The replicas that reduce (and, under ZeRO, shard) the dense gradients: data x context.
+  int gradient_replicas() const { return checked_int_product({data, context}, "data x context"); }
   // Micro-batches per step per pipeline: global_batch / (micro_batch * data).
   int micro_batches() const {
     return static_cast<int>(global_batch / *checked_product({micro_batch, data}));  // two ints: fits in 64 bits

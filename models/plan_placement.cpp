@@ -1,5 +1,6 @@
 #include "models/plan_placement.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -13,6 +14,7 @@ int dim_index(ParallelDim d) {
     case ParallelDim::tensor: return 0;
     case ParallelDim::data: return 1;
     case ParallelDim::pipeline: return 2;
+    case ParallelDim::context: return 3;
     case ParallelDim::expert: break;
   }
   throw std::invalid_argument("placement: the expert dimension is placed inside the data dimension, not on its own");
@@ -42,18 +44,23 @@ void add_supernode_groups(const ParallelPlan& plan, Workload& w) {
 }  // namespace
 
 int PlanPlacement::rank_of(const RankCoords& c) const {
-  return c.tensor * strides[0] + c.data * strides[1] + c.pipeline * strides[2];
+  return c.tensor * strides[0] + c.data * strides[1] + c.pipeline * strides[2] + c.context * strides[3];
 }
 
 PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   PlanPlacement pl;
-  pl.sizes = {plan.tensor, plan.data, plan.pipeline};
+  pl.sizes = {plan.tensor, plan.data, plan.pipeline, plan.context};
   const int N = plan.devices();  // checked: throws past a 32-bit rank count, before any rank is placed
-  std::array<int, 3> seen{};
+  std::array<int, 4> seen{};
   int stride = 1;
   bool experts_outer = false;  // "expert" listed after "data": the replicas of the same experts are neighbours
   bool data_seen = false;
-  for (ParallelDim d : plan.placement) {
+  std::vector<ParallelDim> order = plan.placement;
+  if (std::find(order.begin(), order.end(), ParallelDim::context) == order.end()) {
+    auto t = std::find(order.begin(), order.end(), ParallelDim::tensor);
+    order.insert(t == order.end() ? order.begin() : t + 1, ParallelDim::context);
+  }
+  for (ParallelDim d : order) {
     if (d == ParallelDim::expert) {
       experts_outer = data_seen;
       continue;
@@ -66,13 +73,15 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   }
   for (int i = 0; i < 3; ++i)
     if (!seen[i]) throw std::invalid_argument("placement: must list tensor, data and pipeline");
+  const int C = plan.context;
   pl.coords.resize(N);
   for (int t = 0; t < plan.tensor; ++t)
     for (int d = 0; d < plan.data; ++d)
-      for (int p = 0; p < plan.pipeline; ++p) {
-        const RankCoords c{t, d, p};
-        pl.coords[pl.rank_of(c)] = c;
-      }
+      for (int p = 0; p < plan.pipeline; ++p)
+        for (int c = 0; c < C; ++c) {
+          const RankCoords rc{t, d, p, c};
+          pl.coords[pl.rank_of(rc)] = rc;
+        }
   w.rank_count = N;
   w.node_of_rank.resize(N);
   w.program_of_rank.resize(N);
@@ -82,23 +91,34 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
     w.program_of_rank[r] = pl.coords[r].pipeline;
     w.class_of_rank[r] = pl.coords[r].pipeline;
   }
-  // "dp": one group per (tensor, stage); "pp": one per (tensor, data).
-  GroupTable dp, pp;
+  // "dp": one group per (tensor, stage) over data x context (Megatron-Core's data-and-context
+  // group: context ranks hold the same weights); "cp": one per (tensor, data, stage); "pp": one
+  // per (tensor, context, data).
+  GroupTable dp, cp, pp;
   for (int p = 0; p < plan.pipeline; ++p)
     for (int t = 0; t < plan.tensor; ++t) {
       std::vector<int> m;
-      for (int d = 0; d < plan.data; ++d) m.push_back(pl.rank_of({t, d, p}));
+      for (int d = 0; d < plan.data; ++d)
+        for (int c = 0; c < C; ++c) m.push_back(pl.rank_of({t, d, p, c}));
       dp.members.push_back(std::move(m));
+      for (int d = 0; d < plan.data; ++d) {
+        std::vector<int> ring;
+        for (int c = 0; c < C; ++c) ring.push_back(pl.rank_of({t, d, p, c}));
+        cp.members.push_back(std::move(ring));
+      }
     }
   for (int d = 0; d < plan.data; ++d)
-    for (int t = 0; t < plan.tensor; ++t) {
-      std::vector<int> m;
-      for (int p = 0; p < plan.pipeline; ++p) m.push_back(pl.rank_of({t, d, p}));
-      pp.members.push_back(std::move(m));
-    }
+    for (int t = 0; t < plan.tensor; ++t)
+      for (int c = 0; c < C; ++c) {
+        std::vector<int> m;
+        for (int p = 0; p < plan.pipeline; ++p) m.push_back(pl.rank_of({t, d, p, c}));
+        pp.members.push_back(std::move(m));
+      }
   dp.index(N);
+  cp.index(N);
   pp.index(N);
   w.groups["dp"] = std::move(dp);
+  w.groups["cp"] = std::move(cp);
   w.groups["pp"] = std::move(pp);
   // Expert parallelism inside the data dimension: "ep" groups the replicas that exchange tokens,
   // "expert_dp" the replicas that hold the same experts (they reduce the experts' gradients).
@@ -111,18 +131,19 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   auto data_index = [&](int g, int e) { return experts_outer ? e * replicas + g : g * plan.expert + e; };
   GroupTable ep, edp;
   for (int p = 0; p < plan.pipeline; ++p)
-    for (int t = 0; t < plan.tensor; ++t) {
-      for (int g = 0; g < replicas; ++g) {
-        std::vector<int> m;
-        for (int e = 0; e < plan.expert; ++e) m.push_back(pl.rank_of({t, data_index(g, e), p}));
-        ep.members.push_back(std::move(m));
+    for (int t = 0; t < plan.tensor; ++t)
+      for (int c = 0; c < C; ++c) {
+        for (int g = 0; g < replicas; ++g) {
+          std::vector<int> m;
+          for (int e = 0; e < plan.expert; ++e) m.push_back(pl.rank_of({t, data_index(g, e), p, c}));
+          ep.members.push_back(std::move(m));
+        }
+        for (int e = 0; e < plan.expert; ++e) {
+          std::vector<int> m;
+          for (int g = 0; g < replicas; ++g) m.push_back(pl.rank_of({t, data_index(g, e), p, c}));
+          edp.members.push_back(std::move(m));
+        }
       }
-      for (int e = 0; e < plan.expert; ++e) {
-        std::vector<int> m;
-        for (int g = 0; g < replicas; ++g) m.push_back(pl.rank_of({t, data_index(g, e), p}));
-        edp.members.push_back(std::move(m));
-      }
-    }
   ep.index(N);
   edp.index(N);
   w.groups["ep"] = std::move(ep);
@@ -134,17 +155,18 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   for (const std::string& role : tensor_group_roles(plan.tensor_mode)) {
     GroupTable g;
     for (int p = 0; p < plan.pipeline; ++p)
-      for (int d = 0; d < plan.data; ++d) {
-        std::vector<std::vector<int>> sub;
-        for (int t = 0; t < plan.tensor; ++t) {
-          const TensorGroupPosition pos = tensor_group_position(layout, role, t);
-          if (pos.group >= static_cast<int>(sub.size())) sub.resize(pos.group + 1);
-          auto& members = sub[pos.group];
-          if (pos.member >= static_cast<int>(members.size())) members.resize(pos.member + 1, -1);
-          members[pos.member] = pl.rank_of({t, d, p});
+      for (int d = 0; d < plan.data; ++d)
+        for (int c = 0; c < C; ++c) {
+          std::vector<std::vector<int>> sub;
+          for (int t = 0; t < plan.tensor; ++t) {
+            const TensorGroupPosition pos = tensor_group_position(layout, role, t);
+            if (pos.group >= static_cast<int>(sub.size())) sub.resize(pos.group + 1);
+            auto& members = sub[pos.group];
+            if (pos.member >= static_cast<int>(members.size())) members.resize(pos.member + 1, -1);
+            members[pos.member] = pl.rank_of({t, d, p, c});
+          }
+          for (auto& m : sub) g.members.push_back(std::move(m));
         }
-        for (auto& m : sub) g.members.push_back(std::move(m));
-      }
     g.index(N);
     w.groups[role] = std::move(g);
   }

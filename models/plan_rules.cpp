@@ -104,15 +104,35 @@ Problem tensor_mode_problem(const ParallelPlan& p) {
   return std::nullopt;
 }
 
+// Context parallelism (ring attention) as Megatron-Core runs it: dense models, 1-D tensor
+// parallelism, the fused attention kernel, a sequence cut into 2c chunks.
+Problem context_parallel_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
+  const std::string at = "/plan/context_parallel";
+  if (p.context < 1) return problem(at, "expected a positive integer, got " + num(p.context));
+  if (p.context == 1) return std::nullopt;
+  if (!m.dense()) return problem(at, "expected 1: context parallelism is modelled for dense models, not experts");
+  if (p.tensor_mode != TensorMode::one_d)
+    return problem(at, "expected 1: context parallelism is modelled with Megatron's 1-D tensor parallelism");
+  if (p.attention != ParallelPlan::Attention::flash)
+    return problem(at, "expected 1, or \"attention\": \"flash\": ring attention runs the fused attention kernel on "
+                       "each key/value block (Transformer Engine)");
+  if (t.seq_len % (2 * static_cast<long long>(p.context)) != 0)
+    return problem(at, "expected a divisor of seq_len / 2 (" + num(t.seq_len) +
+                           " / 2): the sequence is cut into 2 x context_parallel chunks, got " + num(p.context));
+  return std::nullopt;
+}
+
 // Data-parallel options and the tensor split against the model's shapes.
 Problem general_split_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   if (auto bad = tensor_mode_problem(p)) return bad;
-  if (t.grad_sync == GradSync::overlap && p.data == 1)
-    return problem("/training/grad_sync", "expected \"after_backward\": data_parallel is 1, so there is no "
-                                          "data-parallel gradient reduction to overlap with the backward pass");
-  if (p.distributed_optimizer && p.data == 1)
-    return problem("/plan/distributed_optimizer", "expected false: data_parallel is 1, so there are no replicas to "
-                                                  "shard the optimizer state over");
+  if (t.grad_sync == GradSync::overlap && p.data == 1 && p.context == 1)
+    return problem("/training/grad_sync", "expected \"after_backward\": data_parallel and context_parallel are 1, so "
+                                          "there is no data-parallel gradient reduction to overlap with the backward "
+                                          "pass");
+  if (p.distributed_optimizer && p.data == 1 && p.context == 1)
+    return problem("/plan/distributed_optimizer", "expected false: data_parallel and context_parallel are 1, so there "
+                                                  "are no replicas to shard the optimizer state over");
+  if (auto bad = context_parallel_problem(m, t, p)) return bad;
   if (p.sequence_parallel && p.tensor_mode != TensorMode::one_d)
     return problem("/plan/sequence_parallel", std::string("expected false: sequence parallelism splits Megatron's 1-D "
                                                           "tensor group along the sequence; ") +
@@ -172,11 +192,12 @@ Problem batch_and_devices_problem(const ParallelPlan& p, const PlanMachine* mc) 
                        ") under the interleaved schedule");
   if (!mc) return std::nullopt;
   // Checked 64-bit arithmetic: three 32-bit sizes can overflow even 64 bits.
-  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline});
+  const std::optional<std::int64_t> devices = checked_product({p.data, p.tensor, p.pipeline, p.context});
   if (!devices || *devices > mc->devices)
     return problem("/plan", "expected at most the machine's " + num(mc->devices) + " devices (" + mc->device_word +
-                                "s): data_parallel x tensor_parallel x pipeline_parallel = " + num(p.data) + " x " +
-                                num(p.tensor) + " x " + num(p.pipeline) + " = " +
+                                "s): data_parallel x tensor_parallel x pipeline_parallel x context_parallel = " +
+                                num(p.data) + " x " + num(p.tensor) + " x " + num(p.pipeline) + " x " +
+                                num(p.context) + " = " +
                                 (devices ? num(*devices) : std::string("more than 2^63")));
   return std::nullopt;
 }

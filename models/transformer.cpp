@@ -64,6 +64,8 @@ struct Dims {
   double kv = 0;         // key/value heads (grouped-query attention; = h for multi-head)
   bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
+  // Context parallelism: the devices of one ring ("cp"); T is this device's tokens, b s / cp.
+  double cp = 1;
   double dh() const { return d / h; }
   // The precision mode's row (models/precision.hpp): gemm, storage and ea are the attention's (and
   // the embedding's, the head's and the pipeline messages'); the FFN (dense or experts) computes in
@@ -135,7 +137,7 @@ class StageBuilder {
       bucket_ready_ = done;
       flush_bucket();
     }
-    after = update("dense", "dp", plan_.data, dense_params, done, after, bucketed() ? &buckets_ : nullptr);
+    after = update("dense", "dp", plan_.gradient_replicas(), dense_params, done, after, bucketed() ? &buckets_ : nullptr);
     update("expert", "expert_dp", plan_.data / plan_.expert, expert_params, done, after);
   }
 
@@ -287,8 +289,8 @@ class StageBuilder {
   // while the backward of the layers below goes on. The optimizer waits for every bucket.
   // Bucket size: Megatron-Core's default, max(40 M, 1 M x data-parallel size) parameters
   // (DistributedDataParallelConfig.bucket_size).
-  bool bucketed() const { return x_.overlap && plan_.data > 1; }
-  double bucket_limit() const { return std::max(40e6, 1e6 * plan_.data); }
+  bool bucketed() const { return x_.overlap && plan_.gradient_replicas() > 1; }
+  double bucket_limit() const { return std::max(40e6, 1e6 * plan_.gradient_replicas()); }
   void layer_gradients_ready(int layer) {
     layer_done_.emplace_back(layer, last_);
     if (!bucketed()) return;
@@ -366,7 +368,7 @@ class StageBuilder {
   }
   // ZeRO 3: a layer's parameters are all-gathered before its forward and its backward.
   void zero3_gather(int layer, Phase ph) {
-    if (plan_.zero_stage < 3 || plan_.data <= 1) return;
+    if (plan_.zero_stage < 3 || plan_.gradient_replicas() <= 1) return;
     const double params = (12 * x_.d * x_.d + 13 * x_.d) * x_.pf;
     last_ = b_.collective(name(fmt::format("L{}.{}.zero3_param_all_gather", layer, ph == Phase::forward ? "fwd" : "bwd")),
                           "zero3_param_all_gather", ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
@@ -463,6 +465,10 @@ class StageBuilder {
   // The attention core: what selective recomputation reruns. Grouped-query attention shares each
   // key/value head among h / kv query heads: the per-query-head GEMMs are unchanged.
   void attention_core(const std::string& p, Phase ph, const std::string& suffix) {
+    if (x_.cp > 1) {
+      ring_attention_forward(p, ph, suffix);
+      return;
+    }
     if (x_.flash) {
       last_ = b_.fused_attention(p + "attn_flash" + suffix, "attn_flash" + suffix, ph, x_.gemm, x_.s, x_.dh(), 2,
                                  local_heads(), deps());
@@ -473,6 +479,60 @@ class StageBuilder {
     last_ = b_.memory(p + "attn_softmax" + suffix, "attn_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
                       rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.ea, deps());
     last_ = b_.gemm(p + "attn_context" + suffix, "attn_context" + suffix, ph, x_.gemm, x_.storage, context(), deps());
+  }
+
+  // Ring attention (context parallelism; Transformer Engine's AttnFuncWithCPAndKVP2P, which
+  // Megatron-Core runs): this device's s/c query rows (its 2 of the 2c chunks) meet the c key/
+  // value blocks of the sequence one per step, each step one fused attention kernel on an
+  // (s/c) x (s/c) block. Block 0 is the device's own; step i's key/value block arrives from the
+  // ring's previous device while step i-1's block is computed (send +1, receive from -1 on "cp"),
+  // so the exchange hides when a block's kernel is longer than its transfer. The causal mask:
+  // the 2c-chunk layout gives every device the same share of the unmasked pairs; as the
+  // non-parallel flash kernel here, each block is costed whole (c blocks of (s/c)^2 = s^2 / c,
+  // the plain kernel's s^2 shared by c devices).
+  double ring_block() const { return x_.s / x_.cp; }
+  // One block's keys and values: 2 x (b/tok sequences x s/c tokens x local kv heads x head dim).
+  double ring_kv_bytes() const { return 2 * x_.b / x_.tok * ring_block() * (x_.kv / x_.hs) * x_.dh() * x_.ea; }
+  // One hop of the ring: send to the next device, receive from the previous one (p: the layer's prefix).
+  long ring_hop(const std::string& p, const std::string& what, Phase ph, int step, double bytes,
+                const std::vector<long>& after) {
+    const long tag = kRingTagBase + ring_tags_++;
+    const std::string n = fmt::format("{}cp_{}{}", p, what, step);
+    b_.transfer(n + ".send", "cp_send_" + what, ph, Dir::send, "cp", +1, bytes, tag, after);
+    return b_.transfer(n + ".recv", "cp_recv_" + what, ph, Dir::recv, "cp", +1, bytes, tag, after);
+  }
+  void ring_attention_forward(const std::string& p, Phase ph, const std::string& suffix) {
+    const int c = static_cast<int>(x_.cp);
+    const std::vector<long> start = deps();
+    long compute = -1, arrived = -1;  // the last block's kernel; the block received for the next step
+    for (int i = 0; i < c; ++i) {
+      const long here = arrived;  // block i (i > 0: received during step i-1)
+      if (i + 1 < c) arrived = ring_hop(p, "kv", ph, i, ring_kv_bytes(), i == 0 ? start : std::vector<long>{here});
+      std::vector<long> d = i == 0 ? start : std::vector<long>{compute, here};
+      compute = b_.fused_attention(fmt::format("{}attn_ring{}{}", p, i, suffix), "attn_flash" + suffix, ph, x_.gemm,
+                                   ring_block(), x_.dh(), 2, local_heads(), d);
+    }
+    last_ = compute;
+  }
+  // The backward passes the key/value blocks around the ring again, and each block's key/value
+  // gradient follows it, accumulated by every device it visits: after step i's kernel the
+  // device adds its share to the gradient received from the previous device and sends it on (c
+  // hops, the last bringing each block's gradient home; the next op waits for it).
+  void ring_attention_backward(const std::string& p) {
+    const int c = static_cast<int>(x_.cp);
+    const Phase B = Phase::backward;
+    const std::vector<long> start = deps();
+    long compute = -1, arrived = -1, grad = -1;
+    for (int i = 0; i < c; ++i) {
+      const long here = arrived;
+      if (i + 1 < c) arrived = ring_hop(p, "kv", B, i, ring_kv_bytes(), i == 0 ? start : std::vector<long>{here});
+      std::vector<long> d = i == 0 ? start : std::vector<long>{compute, here};
+      compute = b_.fused_attention(fmt::format("{}attn_ring{}", p, i), "attn_flash.bwd", B, x_.gemm, ring_block(),
+                                   x_.dh(), 5, local_heads(), d);
+      grad = ring_hop(p, "dkv", B, i, ring_kv_bytes(), i == 0 ? std::vector<long>{compute} : std::vector<long>{compute, grad});
+    }
+    last_ = compute;
+    joins_.push_back(grad);
   }
 
   // The forward of one layer; `recompute`: rerun before its backward (full recomputation).
@@ -572,7 +632,9 @@ class StageBuilder {
                       3 * Ts * dl, 6 * Ts * dl * ea, deps());
     linear_backward(p, "attn_proj", proj_);
     if (plan_.recompute == Recompute::selective) attention_core(p, B, ".recompute");
-    if (x_.flash) {  // FlashAttention-2's backward: recomputes the scores blockwise, 5 GEMMs
+    if (x_.cp > 1) {
+      ring_attention_backward(p);
+    } else if (x_.flash) {  // FlashAttention-2's backward: recomputes the scores blockwise, 5 GEMMs
       last_ = b_.fused_attention(p + "attn_flash", "attn_flash.bwd", B, x_.gemm, s, x_.dh(), 5, local_heads(), deps());
     } else {
       last_ = b_.gemm_backward(p + "attn_context", "attn_context", x_.gemm, x_.storage, context(), deps());
@@ -593,6 +655,9 @@ class StageBuilder {
   TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_;
   std::vector<long> sends_;
   std::string mb_;
+  // Ring attention's messages: tags of their own, after the pipeline's (which stay below 2^40).
+  static constexpr long kRingTagBase = 1L << 40;
+  long ring_tags_ = 0;
   // grad_sync overlap: the bucket being filled, the buckets' collectives, the last parameter
   // gather, and the ops off the device's chain that the optimizer waits for.
   double bucket_params_ = 0, bucketed_params_ = 0;
@@ -621,7 +686,8 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   Dims x;
   x.b = plan.micro_batch;
   x.s = t.seq_len;
-  x.T = x.b * x.s;
+  x.cp = plan.context;
+  x.T = x.b * x.s / x.cp;
   x.d = m.d_model;
   x.h = m.heads;
   x.ff = m.d_ff;
@@ -707,7 +773,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     // The last stage's output matrix: the tied embedding's copy (p > 1), or its own (untied).
     if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);
-    const double ranks_per_stage = double(plan.tensor) * plan.data * devices_with_rows[ri] / plan.expert;
+    const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas() * devices_with_rows[ri] / plan.expert;
     out.executed_flops += sb.executed_flops() * ranks_per_stage;
     out.model_flops += sb.model_flops() * ranks_per_stage;
   }

@@ -102,7 +102,7 @@ TEST_CASE("general plan: impossible plans name the JSON path") {
     d["plan"]["devices"] = 18;
     const auto [dpath, dexp] = error_of(d);
     CHECK(dpath == "/plan/devices");
-    CHECK(dexp.find("multiple of tensor_parallel x pipeline_parallel (4)") != std::string::npos);
+    CHECK(dexp.find("multiple of tensor_parallel x pipeline_parallel x context_parallel (4)") != std::string::npos);
     d["plan"]["data_parallel"] = 4;
     CHECK(error_of(d).first == "/plan/devices");
   }

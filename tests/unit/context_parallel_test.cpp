@@ -1,0 +1,188 @@
+// Context parallelism (ring attention as Megatron-Core / Transformer Engine run it): the ring's
+// groups and bytes by hand, the FLOPs and memory that follow from s/c tokens per device, and on
+// an ideal machine (one star switch, compute at 1e12 flop/s) the key/value exchange hidden
+// under the attention blocks when they are long and exposed when they are short.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include "models/memory_model.hpp"
+#include "models/transformer.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+
+using namespace exasim;
+
+namespace {
+
+ModelSpec gqa(int layers) {
+  ModelSpec m;
+  m.name = "gqa-test";
+  m.layers = layers;
+  m.d_model = 1024;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.d_ff = 4096;
+  m.vocab = 512;
+  return m;
+}
+
+TrainingSpec half(int seq) {
+  TrainingSpec t;
+  t.seq_len = seq;
+  t.precision = PrecisionPolicy::bf16;
+  return t;
+}
+
+ParallelPlan ring(int tensor, int context, int data) {
+  ParallelPlan p;
+  p.tensor = tensor;
+  p.context = context;
+  p.data = data;
+  p.micro_batch = 1;
+  p.global_batch = data;
+  p.attention = ParallelPlan::Attention::flash;
+  return p;
+}
+
+std::map<std::string, std::pair<int, double>> transfers(const StepGraph& g) {
+  std::map<std::string, std::pair<int, double>> seen;  // label -> (count, bytes of each)
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (const auto* t = std::get_if<TransferWork>(&g[v].work)) {
+      auto& [n, bytes] = seen[g[v].label];
+      ++n;
+      bytes = t->bytes;
+    }
+  return seen;
+}
+
+// One switch, 10 GB/s per port each way, 1 us latency.
+class Star final : public Network {
+ public:
+  explicit Star(int nodes) : nodes_(nodes) { kinds_ = {{"up", 10e9, 1e-6, true}, {"down", 10e9, 1e-6, true}}; }
+  int node_count() const override { return nodes_; }
+  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
+  void path(int a, int b, std::vector<LinkRef>& out) const override {
+    out.push_back({0, a});
+    out.push_back({1, b});
+  }
+  int domain_of(int, int node) const override { return node; }
+  int compute_units_per_node() const override { return 1; }
+  double compute_unit_speed_flops_per_s() const override { return 1e12; }
+
+ private:
+  int nodes_;
+  std::vector<LinkKind> kinds_;
+};
+
+class Teraflop final : public CostModel {
+ public:
+  double compute_time_s(const ComputeWork& w) const override { return w.flops / 1e12; }
+  std::string describe() const override { return "1e12 flop/s"; }
+};
+
+// Rank 0's wait before each forward ring block i > 0: when block i's kernel became ready minus
+// when block i-1's ended (0 when the exchange hid under the block before it).
+std::vector<double> ring_waits(int seq) {
+  ModelSpec m = gqa(1);
+  m.kv_heads = 16;
+  const ParallelPlan p = ring(1, 2, 1);
+  const TransformerWorkload tw = build_transformer_workload(m, half(seq), p);
+  const SimResult res = simulate(tw.workload, Star(p.devices()), Teraflop(), EngineOptions{Fidelity::exhaustive});
+  const StepGraph& g = tw.workload.programs.at(res.ranks.at(0).program);
+  std::map<std::string, OpTiming> at;
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) at[g[v].name] = res.ranks.at(0).ops[v];
+  return {at.at("mb0.c0.L0.fwd.attn_ring1").ready_s - at.at("mb0.c0.L0.fwd.attn_ring0").end_s};
+}
+
+}  // namespace
+
+TEST_CASE("context parallelism: devices t x p x d x c, a ring of c per (tensor, data, stage), gradients over d x c") {
+  ParallelPlan p = ring(2, 4, 3);
+  p.pipeline = 2;
+  const TransformerWorkload tw = build_transformer_workload(gqa(2), half(1024), p);
+  CHECK(p.devices() == 2 * 2 * 3 * 4);
+  CHECK(tw.workload.rank_count == 48);
+  const GroupTable& cp = tw.workload.groups.at("cp");
+  CHECK(cp.members.size() == 2 * 3 * 2);
+  // Megatron-Core's order: context just outside tensor, so a ring is strided by t = 2.
+  CHECK(cp.members.at(0) == std::vector<int>{0, 2, 4, 6});
+  const GroupTable& dp = tw.workload.groups.at("dp");
+  CHECK(dp.members.at(0).size() == 3 * 4);
+  CHECK(tw.workload.groups.at("pp").members.size() == 2 * 3 * 4);
+  // The sizes' product is checked: four 32-bit sizes past 2^31 devices throw.
+  ParallelPlan huge = ring(1 << 11, 1 << 11, 1 << 11);
+  CHECK_THROWS_AS((void)huge.devices(), std::overflow_error);
+}
+
+TEST_CASE("ring attention: c - 1 key/value hops forward, c - 1 and c gradient hops backward, bytes by hand") {
+  // s 1024 over c 4: blocks of 256 tokens; 4 kv heads over t 2: 2 local, head dim 64, bf16:
+  // K and V = 2 x 256 x 2 x 64 x 2 bytes = 131,072.
+  const TransformerWorkload tw = build_transformer_workload(gqa(2), half(1024), ring(2, 4, 1));
+  const auto seen = transfers(tw.workload.programs.at(0));
+  const double kv = 2.0 * 256 * 2 * 64 * 2;
+  // 2 layers; one micro-batch.
+  CHECK(seen.at("cp_send_kv").first == 2 * (3 + 3));  // forward and backward
+  CHECK(seen.at("cp_recv_kv").first == 2 * (3 + 3));
+  CHECK(seen.at("cp_send_kv").second == kv);
+  CHECK(seen.at("cp_send_dkv").first == 2 * 4);
+  CHECK(seen.at("cp_send_dkv").second == kv);
+  // c blocks per layer and pass.
+  int blocks = 0;
+  const StepGraph& g = tw.workload.programs.at(0);
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && c->kernel == Kernel::flash_attention) {
+      ++blocks;
+      CHECK(c->shape.dims[0] == 256);  // (s/c) x (s/c) blocks
+    }
+  CHECK(blocks == 2 * (4 + 4));
+}
+
+TEST_CASE("context parallelism: the same FLOPs over c devices, a c-th of the activations per device") {
+  const ModelSpec m = gqa(2);
+  const TransformerWorkload one = build_transformer_workload(m, half(1024), ring(2, 1, 1));
+  const TransformerWorkload four = build_transformer_workload(m, half(1024), ring(2, 4, 1));
+  CHECK(four.model_flops == doctest::Approx(one.model_flops).epsilon(1e-12));
+  // Executed: each of the c devices also runs Adam on all of its (unsharded) parameters.
+  CHECK(four.executed_flops > one.executed_flops);
+  CHECK(layer_activation_bytes(m, half(1024), ring(2, 4, 1)) ==
+        doctest::Approx(layer_activation_bytes(m, half(1024), ring(2, 1, 1)) / 4).epsilon(1e-12));
+  // ZeRO 1 shards the optimizer state over data x context = 2 x 4 replicas.
+  ParallelPlan z = ring(2, 4, 2);
+  z.zero_stage = 1;
+  ParallelPlan z0 = z;
+  z0.zero_stage = 0;
+  const DeviceMemory a = device_memory(m, half(1024), z, 0), b = device_memory(m, half(1024), z0, 0);
+  CHECK(a.optimizer_state_bytes == doctest::Approx(b.optimizer_state_bytes / 8).epsilon(1e-12));
+  // The ring's 4 buffers of one block (K and V of 256 tokens x 2 local kv heads x 64, bf16).
+  CHECK(b.communication_buffers_bytes >= 4 * 131072.0);
+}
+
+TEST_CASE("context parallelism: refused without the fused kernel, with a sequence not in 2c chunks, with experts") {
+  ParallelPlan p = ring(2, 4, 1);
+  p.attention = ParallelPlan::Attention::standard;
+  CHECK_THROWS_AS(build_transformer_workload(gqa(2), half(1024), p), std::invalid_argument);
+  CHECK_THROWS_AS(build_transformer_workload(gqa(2), half(1020), ring(2, 4, 1)), std::invalid_argument);
+  ModelSpec moe = gqa(2);
+  moe.experts_per_layer = 4;
+  CHECK_THROWS_AS(build_transformer_workload(moe, half(1024), ring(1, 2, 4)), std::invalid_argument);
+}
+
+// One simulation per test case (SimGrid is configured once per process).
+TEST_CASE("ring attention on an ideal machine: the exchange hides under long blocks") {
+  // s 8192, c 2: a forward block is 2 x 2 x 4096^2 x 64 x 16 = 68.7 GFLOP, 69 ms at 1e12 flop/s;
+  // its K and V (2 x 4096 x 16 x 64 x 2 bytes = 16.8 MB) take 1.7 ms at 10 GB/s: hidden.
+  CHECK(ring_waits(8192).at(0) == doctest::Approx(0).epsilon(1e-12));
+}
+
+TEST_CASE("ring attention on an ideal machine: the exchange is exposed under short blocks") {
+  // s 64: a block of 32 tokens is 4.2 MFLOP (4.2 us), its K and V 131 kB (13 us and 2 us of
+  // latency): block 1 waits for the rest, about 11 us.
+  const double wait = ring_waits(64).at(0);
+  CHECK(wait > 8e-6);
+  CHECK(wait < 14e-6);
+}
