@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <memory>
 
@@ -24,6 +26,7 @@
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
+#include "app/sweep_shard.hpp"
 #include "app/validate.hpp"
 #include "costs/calibrate.hpp"
 #include "costs/sampled_efficiency.hpp"
@@ -170,17 +173,49 @@ int calibrate_command(const CalibrateArgs& a) {
   return 0;
 }
 
+namespace {
+
+// The sweep flags that only make sense together, checked before anything is read or written.
+void check_sweep_flags(const SweepArgs& a) {
+  auto refuse = [](const std::string& what) { throw ScenarioError("sweep", "", what); };
+  if (a.merge) {
+    if (a.out_dir.empty()) refuse("--merge expected --out DIR for the merged result");
+    if (a.slurm || !a.shard.empty()) refuse("--merge takes neither --slurm nor --shard");
+    return;
+  }
+  if (a.inputs.size() != 1)
+    refuse(fmt::format("expected one sweep file, got {} arguments (--merge joins several folders)", a.inputs.size()));
+  if (a.slurm && !a.shard.empty()) refuse("--slurm writes a script for every shard: it takes no --shard");
+}
+
+}  // namespace
+
 int sweep_command(const SweepArgs& a) {
+  check_sweep_flags(a);
+  if (a.merge) return merge_shards(a.inputs, a.out_dir, std::cout);
   SweepOptions o;
   auto positive = [](const std::string& flag, const std::string& v) { return whole_number(flag, v, 1000000); };
   if (!a.jobs.empty()) o.jobs = positive("--jobs", a.jobs);
   if (!a.simulate_top.empty()) o.simulate_top = positive("--simulate-top", a.simulate_top);
+  if (!a.simulate_within.empty()) o.simulate_within_percent = simulate_within_percent(a.simulate_within);
   if (!a.max_graph_ops.empty()) o.predict.max_graph_ops = graph_ops_limit(a.max_graph_ops);
+  if (!a.shard.empty()) o.shard = parse_shard(a.shard);
   o.resume = a.resume;
   o.analytic = a.analytic;
+  o.isolate = a.isolate;
+  o.profile_arg = a.profile;
+  SlurmOptions so;
+  if (!a.array_size.empty()) so.array_size = static_cast<size_t>(positive("--array-size", a.array_size));
+  so.partition = a.partition;
+  so.time = a.time;
+  so.submit = a.submit;
   // Everything is checked before anything is written.
-  const SweepSpec spec = load_sweep(a.sweep);
+  const SweepSpec spec = load_sweep(a.inputs[0]);
   o.out_dir = a.out_dir.empty() ? "out/sweeps/" + folder_name(spec.name) : a.out_dir;
+  if (a.slurm) {
+    so.exe = self_executable();
+    return write_slurm_job(a.inputs[0], spec, o, so, std::cout);
+  }
   o.predict.host = std::make_shared<ProfileEfficiency>(load_host_profile(a.profile));
   o.progress = isatty(fileno(stderr));
   return run_sweep(spec, o, std::cout);
@@ -234,6 +269,38 @@ int list_command(const std::vector<std::string>& args) {
   for (const auto& [path, text] : embedded_files())
     if (under(path, "scenarios/sweeps/")) std::cout << path << "  (sweep)\n";
   return 0;
+}
+
+namespace {
+
+// One file through the parser alone: a sweep file (it has "dimensions" or "search") or a scenario file. Throws
+// the parser's ScenarioError (an unreadable file is load_scenario_file's).
+void check_one(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) (void)load_scenario_file(file);
+  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object() && (doc.contains("dimensions") || doc.contains("search")))
+    (void)parse_sweep(text.str(), file);
+  else
+    (void)parse_scenario(text.str(), file);
+}
+
+}  // namespace
+
+int check_command(const std::vector<std::string>& files) {
+  int status = 0;
+  for (const std::string& f : files) {
+    try {
+      check_one(f);
+      std::cout << f << ": ok\n";
+    } catch (const ScenarioError& e) {
+      std::cout << f << ": refused: " << e.what() << "\n";
+      status = 2;
+    }
+  }
+  return status;
 }
 
 }  // namespace exasim

@@ -31,8 +31,10 @@ struct CalibrateArgs {
 };
 
 struct SweepArgs {
-  std::string sweep, out_dir, profile, jobs, simulate_top, max_graph_ops;
-  bool resume = false, analytic = false;
+  std::vector<std::string> inputs;  // the sweep file; with --merge, the shards' folders
+  std::string out_dir, profile, jobs, simulate_top, simulate_within, max_graph_ops, shard;
+  std::string array_size, partition, time;  // --slurm's
+  bool resume = false, analytic = false, isolate = false, slurm = false, submit = false, merge = false;
 };
 
 int run_command(const RunArgs& a);
@@ -43,6 +45,9 @@ int sweep_command(const SweepArgs& a);
 int python_command(const std::string& sub, const std::vector<std::string>& args);
 // `list`: the embedded scenarios (for `run`), then the sweep files (for `sweep`); takes no argument.
 int list_command(const std::vector<std::string>& args);
+// `check FILE...`: each scenario or sweep file (a sweep has "dimensions") through the parser alone, one
+// line per file on stdout ("FILE: ok" or "FILE: refused: MESSAGE"); exit 2 when any is refused.
+int check_command(const std::vector<std::string>& files);
 
 // --max-graph-ops N: a positive number (1e11 and 100000000000 alike); ScenarioError naming the flag.
 double graph_ops_limit(const std::string& v);

@@ -26,6 +26,7 @@ struct Args {
   SweepArgs sweep;
   std::vector<std::string> passed_on;  // plot and report: handed to tools/plot.py as they are
   std::string help_topic;
+  std::vector<std::string> check_files;
 };
 
 const std::string kProfileHelp = std::string("host profile that costs the compute (default: the shipped ") +
@@ -75,17 +76,37 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
 
 CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
   CLI::App* sub = app.add_subcommand(
-      "sweep", "predict every plan of a sweep file (the product of its dimensions over a base scenario), one "
-               "process per plan; streams rows to DIR/results.jsonl and DIR/results.csv");
-  sub->add_option("sweep_file", a.sweep, "the sweep file")->required()->type_name("FILE");
+      "sweep", "predict every plan of a sweep file (the product of its dimensions, or a \"search\" over every valid "
+               "plan, over a base scenario); streams rows to DIR/results.jsonl and DIR/results.csv");
+  sub->add_option("sweep_file", a.inputs, "the sweep file; with --merge, the shards' folders")->required()->type_name("FILE");
   sub->add_option("--out", a.out_dir, "output folder (default: out/sweeps/<sweep name>)")->type_name("DIR");
   sub->add_option("--jobs", a.jobs, "plans predicted at once (default 1)")->type_name("N");
   sub->add_flag("--resume", a.resume, "continue an interrupted sweep in the same folder");
-  CLI::Option* analytic = sub->add_flag("--analytic", a.analytic, "closed-form estimates only");
+  CLI::Option* analytic =
+      sub->add_flag("--analytic", a.analytic, "closed-form estimates only, in this process (no process per plan)");
   sub->add_option("--simulate-top", a.simulate_top, "estimates, then the K best plans simulated")->excludes(analytic)->type_name("K");
+  sub->add_option("--simulate-within", a.simulate_within,
+                  "estimates, then every plan within P % of the best estimate simulated")
+      ->excludes(analytic)
+      ->type_name("P");
+  sub->add_flag("--isolate", a.isolate, "closed-form estimates in a process per plan, as before (slower)");
+  sub->add_option("--shard", a.shard, "run only the i-th of N disjoint shards of the plans")->type_name("i/N");
+  CLI::Option* slurm = sub->add_flag("--slurm", a.slurm, "write a Slurm job-array script whose tasks run the shards");
+  sub->add_option("--array-size", a.array_size, "--slurm: tasks in the array (default: plans, at most 64)")
+      ->needs(slurm)
+      ->type_name("N");
+  sub->add_option("--partition", a.partition, "--slurm: the partition")->needs(slurm)->type_name("P");
+  sub->add_option("--time", a.time, "--slurm: each task's time limit (Slurm's format)")->needs(slurm)->type_name("T");
+  sub->add_flag("--submit", a.submit, "--slurm: submit the script with sbatch (checked by sbatch --test-only first)")
+      ->needs(slurm);
+  sub->add_flag("--merge", a.merge, "join the shards' folders (the inputs) into one ranked result in --out");
   sub->add_option("--profile", a.profile, kProfileHelp)->type_name("FILE");
   sub->add_option("--max-graph-ops", a.max_graph_ops, "as for run")->type_name("N");
-  sub->footer("Example:\n  exasim sweep scenarios/sweeps/tensor3d-batch.json --jobs 2 --simulate-top 3");
+  sub->footer(
+      "Examples:\n  exasim sweep scenarios/sweeps/tensor3d-batch.json --jobs 2 --simulate-top 3\n"
+      "  exasim sweep scenarios/sweeps/gpt-175b-a100-1024-search.json --simulate-top 8 --jobs 2\n"
+      "  exasim sweep SWEEP.json --slurm --array-size 4 --out runs/s --submit\n"
+      "  exasim sweep --merge runs/s/shard-* --out runs/s/merged");
   return sub;
 }
 
@@ -103,6 +124,14 @@ CLI::App* add_list(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("list", "list the embedded scenarios and sweep files (takes no argument)");
   sub->allow_extras();  // refused by dispatch() with list's own message
   sub->footer("Example:\n  exasim list");
+  return sub;
+}
+
+CLI::App* add_check(CLI::App& app, std::vector<std::string>& files) {
+  CLI::App* sub = app.add_subcommand("check", "run scenario and sweep files through the parser alone (nothing is "
+                                              "simulated): one line per file, exit 2 when any is refused");
+  sub->add_option("files", files, "scenario or sweep files (a sweep file has \"dimensions\")")->required()->type_name("FILE");
+  sub->footer("Example:\n  exasim check scenarios/*.json scenarios/sweeps/*.json");
   return sub;
 }
 
@@ -145,6 +174,7 @@ int dispatch(const CLI::App& app, Args& a) {
   if (cmd == "validate") return validate_command(a.validate);
   if (cmd == "calibrate") return calibrate_command(a.calibrate);
   if (cmd == "sweep") return sweep_command(a.sweep);
+  if (cmd == "check") return check_command(a.check_files);
   if (cmd == "list") return list_command(app.get_subcommands().front()->remaining());
   if (cmd == "help") return help(app, a.help_topic);
   return python_command(cmd, app.get_subcommands().front()->remaining());
@@ -162,6 +192,7 @@ int main(int argc, char** argv) {
   add_calibrate(app, a.calibrate);
   add_sweep(app, a.sweep);
   add_list(app);
+  add_check(app, a.check_files);
   add_python(app, "plot", "plot reports, sweeps or validation rows: KIND INPUT... --out FILE.png|.svg",
              "exasim plot breakdown out/moda/report.json --out breakdown.png");
   add_python(app, "report", "one self-contained HTML page for DIR/report.json: DIR --out FILE.html",

@@ -4,6 +4,8 @@
 
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
+#include "models/memory_model.hpp"
+#include "topologies/faults.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/network_factory.hpp"
 #include "topologies/torus.hpp"
@@ -15,7 +17,8 @@ namespace {
 void build_convnet(const Scenario& sc, Prediction& p) {
   ConvNetWorkload cw;
   try {
-    cw = build_convnet_workload(sc.model.convnet, sc.training.precision, sc.parallel, sc.machine.cores_per_device);
+    cw = build_convnet_workload(sc.model.convnet, sc.training.precision, sc.parallel,
+                                {sc.machine.cores_per_device, sc.machine.implicit_gemm_convolution});
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(sc.file, "/plan", e.what());
   }
@@ -39,6 +42,21 @@ void check_fits(const Scenario& sc, const Prediction& p) {
         p.memory.communication_buffers_bytes / 1e9));
 }
 
+// The same refusal from the memory model alone, before any step graph is built: the plan's
+// checks first (an invalid plan stays invalid), then the worst stage's memory.
+void check_fits_before_building(const Scenario& sc) {
+  Prediction p;
+  try {
+    check_transformer_plan(sc.model, sc.training, sc.parallel);
+    const double tokens = double(sc.parallel.micro_batch) * sc.training.seq_len / sc.parallel.context;
+    const MoeRouting moe = sc.model.dense() ? MoeRouting{} : moe_routing(sc.model, tokens, sc.parallel.expert);
+    p.memory = transformer_plan_memory(sc.model, sc.training, sc.parallel, moe);
+  } catch (const std::invalid_argument&) {
+    return;  // build_transformer_workload reports it as it always has
+  }
+  check_fits(sc, p);
+}
+
 // Refuses, before anything is built, a plan whose step graph would exceed the limit.
 void check_graph_size(const Scenario& sc, const PredictOptions& o) {
   const GraphSizeEstimate e = sc.plan_kind == Scenario::PlanKind::moda
@@ -57,6 +75,30 @@ void check_host_precisions(const Scenario& sc, const HostEfficiency& host) {
   if (sc.training.precision != PrecisionPolicy::fp32) used.push_back(Precision::fp16);
   for (Precision pr : used)
     host.require_precision(pr, fmt::format("scenario {} computes in {}", sc.file, to_string(sc.training.precision)));
+}
+
+// A transformer's step graphs and counts into the prediction (tokens per step: divided by the step
+// time once it is known).
+void take_transformer_workload(TransformerWorkload& tw, Prediction& p) {
+  p.workload = std::move(tw.workload);
+  p.parameters = tw.parameters;
+  p.expert_parameters = tw.expert_parameters;
+  p.executed_flops = tw.executed_flops;
+  p.model_flops = tw.model_flops;
+  p.tokens_per_s = tw.tokens_per_step;
+  p.memory = tw.memory;
+}
+
+// Goodput of a scenario with a "resilience" block, from the simulated step.
+void apply_resilience(const Scenario& sc, Prediction& p) {
+  if (!sc.resilience) return;
+  try {
+    p.components = job_components(sc.machine, p.workload.node_of_rank);
+    const double bytes = checkpoint_state_bytes(sc.training.precision, p.parameters, p.expert_parameters);
+    p.goodput = expected_goodput(*sc.resilience, *p.components, bytes, sc.machine.checkpoint_write_Bps, p.step_time_s);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(sc.file, "/resilience", e.what());
+  }
 }
 
 }  // namespace
@@ -87,32 +129,23 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
-    TransformerWorkload& tw = mw.step;
-    p.workload = std::move(tw.workload);
+    take_transformer_workload(mw.step, p);
     p.moda = mw.placement;
     p.ranks = mw.placement.ranks;
-    p.parameters = tw.parameters;
-    p.executed_flops = tw.executed_flops;
-    p.model_flops = tw.model_flops;
-    p.tokens_per_s = tw.tokens_per_step;  // divided by the step time below
-    p.memory = tw.memory;
     if (!o.memory_only) check_fits(sc, p);
   } else {
+    // A plan the memory model alone rules out is refused before its step graphs are built.
+    if (!o.memory_only) check_fits_before_building(sc);
     TransformerWorkload tw;
     try {
-      tw = build_transformer_workload(sc.model, sc.training, sc.parallel);
+      tw = build_transformer_workload(sc.model, sc.training, sc.parallel, sc.machine.cores_per_device);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
-    p.workload = std::move(tw.workload);
+    take_transformer_workload(tw, p);
     // On GPU nodes, ranks of one stage differ by whether their ring neighbours share their NVLink.
     if (m.family == "gpu_cluster") split_classes_at_inner_level(p.workload, m.devices_per_inner_level());
     p.ranks = p.workload.rank_count;
-    p.parameters = tw.parameters;
-    p.executed_flops = tw.executed_flops;
-    p.model_flops = tw.model_flops;
-    p.tokens_per_s = tw.tokens_per_step;
-    p.memory = tw.memory;
     if (!sc.model.dense()) p.moe = tw.moe;
     // A plan that does not fit is refused with its numbers, never simulated as if it fitted.
     if (!o.memory_only) check_fits(sc, p);
@@ -137,6 +170,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   p.model_pflops = p.model_flops / p.step_time_s / 1e15;
   p.tokens_per_s /= p.step_time_s;
   p.images_per_s /= p.step_time_s;
+  apply_resilience(sc, p);
   return p;
 }
 
@@ -202,12 +236,34 @@ void convnet_report(const Prediction& p, nlohmann::json& r) {
 }
 }  // namespace
 
-nlohmann::json report_json(const Prediction& p) {
-  using nlohmann::json;
+namespace {
+
+using nlohmann::json;
+
+// The report's goodput figures (scenarios with a "resilience" block).
+void resilience_report(const Prediction& p, nlohmann::json& r) {
+  const GoodputResult& g = *p.goodput;
+  const JobComponents& c = *p.components;
+  r["goodput"] = g.goodput;
+  if (p.scenario.model.is_convnet())
+    r["effective_images_per_s"] = p.images_per_s * g.goodput;
+  else
+    r["effective_tokens_per_s"] = p.tokens_per_s * g.goodput;
+  r["resilience"] = {{"components", {{"nodes", c.nodes}, {"links", c.links}, {"switches", c.switches}}},
+                     {"mtti_s", g.mtti_s},
+                     {"checkpoint_bytes", g.checkpoint_bytes},
+                     {"checkpoint_write_Bps", p.scenario.machine.checkpoint_write_Bps},
+                     {"checkpoint_write_s", g.checkpoint_write_s},
+                     {"restart_s", g.restart_s},
+                     {"young_interval_s", g.young_interval_s},
+                     {"daly_interval_s", g.daly_interval_s},
+                     {"interval_policy", g.interval_given ? "given" : "daly"},
+                     {"checkpoint_interval_steps", g.interval_steps},
+                     {"checkpoint_interval_s", g.interval_s}};
+}
+
+void model_report(const Prediction& p, json& r) {
   const Scenario& sc = p.scenario;
-  json r;
-  r["scenario"] = {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}};
-  r["machine"] = machine_json(sc.machine);
   r["model"] = {{"name", sc.model.name},
                 {"layers", sc.model.layers},
                 {"d_model", sc.model.d_model},
@@ -219,9 +275,12 @@ nlohmann::json report_json(const Prediction& p) {
                 {"ffn", sc.model.ffn == ModelSpec::Ffn::swiglu ? "swiglu" : "gelu"},
                 {"tied_embeddings", sc.model.tied_embeddings},
                 {"parameters", p.parameters}};
-  if (sc.model.is_convnet()) {
-    convnet_report(p, r);
-  } else if (p.moda) {
+}
+
+// The plan and training objects of a transformer: MoDa's layout, or a general plan.
+void plan_report(const Prediction& p, json& r) {
+  const Scenario& sc = p.scenario;
+  if (p.moda) {
     r["plan"] = {{"layout", to_string(sc.plan.layout)},
                  {"nodes", sc.plan.nodes},
                  {"supernodes_used", p.moda->supernodes_used},
@@ -259,6 +318,10 @@ nlohmann::json report_json(const Prediction& p) {
                      {"precision", to_string(sc.training.precision)},
                      {"grad_sync", to_string(sc.training.grad_sync)}};
   }
+}
+
+void moe_report(const Prediction& p, json& r) {
+  const Scenario& sc = p.scenario;
   if (p.moe) {
     const MoeRouting& mo = *p.moe;
     json router{{"distribution", to_string(mo.router.distribution)}};
@@ -279,6 +342,11 @@ nlohmann::json report_json(const Prediction& p) {
                 {"expert_rows_per_device_per_micro_batch", rows},
                 {"dropped_token_fraction", mo.dropped_token_fraction}};
   }
+}
+
+// Step time, throughput and where the time goes.
+void figures_report(const Prediction& p, json& r) {
+  const Scenario& sc = p.scenario;
   r["step_time_s"] = p.step_time_s;
   r["executed_flops"] = p.executed_flops;
   r["sustained_pflops"] = p.sustained_pflops;
@@ -287,6 +355,7 @@ nlohmann::json report_json(const Prediction& p) {
   r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
   r["tokens_per_s"] = p.tokens_per_s;
   if (sc.model.is_convnet()) r["images_per_s"] = p.images_per_s;
+  if (p.goodput) resilience_report(p, r);
   const Breakdown& b = p.breakdown;
   const double tot = b.total_s() > 0 ? b.total_s() : 1;
   auto part = [&](double s) { return json{{"seconds", s}, {"share", s / tot}}; };
@@ -299,6 +368,10 @@ nlohmann::json report_json(const Prediction& p) {
   json by_kind = json::object();
   for (const KindShare& k : p.breakdown_kind) by_kind[k.kind] = part(k.seconds);
   r["breakdown_by_kind"] = by_kind;
+}
+
+void memory_report(const Prediction& p, json& r) {
+  const Scenario& sc = p.scenario;
   const DeviceMemory& mem = p.memory;
   // Bytes only; the stage they are counted on (the fullest) and its in-flight micro-batches apart.
   r["memory_stage"] = {{"pipeline_stage", mem.stage},
@@ -315,6 +388,11 @@ nlohmann::json report_json(const Prediction& p) {
       {"total", mem.total_bytes},
       {"capacity", sc.machine.memory_bytes},
       {"host_optimizer_state", mem.host_optimizer_state_bytes}};
+}
+
+// The critical path's ten longest items, the compute by kernel class, the assumptions.
+void path_and_costs_report(const Prediction& p, json& r) {
+  const Scenario& sc = p.scenario;
   json cp = json::array();
   for (size_t i = 0; i < p.critical.size() && i < 10; ++i) {
     const auto& c = p.critical[i];
@@ -343,6 +421,9 @@ nlohmann::json report_json(const Prediction& p) {
     ann.push_back(x);
   }
   r["assumptions"] = ann;
+}
+
+void sim_report(const Prediction& p, json& r) {
   long represented = 0;
   for (auto& s : p.sim.ranks) represented += s.multiplicity;
   r["sim"] = {{"fidelity", p.analytic ? "analytic" : to_string(p.sim.fidelity)},
@@ -356,69 +437,107 @@ nlohmann::json report_json(const Prediction& p) {
               {"routes", p.sim.stats.routes},
               {"network_model", p.analytic ? "closed-form alpha-beta per collective and transfer, no contention"
                                            : "SimGrid CM02, TCP-gamma 0, cross-traffic off"}};
+}
+
+}  // namespace
+
+nlohmann::json report_json(const Prediction& p) {
+  using nlohmann::json;
+  const Scenario& sc = p.scenario;
+  json r;
+  r["scenario"] = {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}};
+  r["machine"] = machine_json(sc.machine);
+  model_report(p, r);
+  if (sc.model.is_convnet())
+    convnet_report(p, r);
+  else
+    plan_report(p, r);
+  moe_report(p, r);
+  figures_report(p, r);
+  if (p.goodput) resilience_report(p, r);
+  memory_report(p, r);
+  path_and_costs_report(p, r);
+  sim_report(p, r);
   return r;
 }
 
-std::string summary_text(const Prediction& p) {
+namespace {
+
+std::string moda_text(const Prediction& p) {
   const Scenario& sc = p.scenario;
   std::string s;
-  s += fmt::format("exasim prediction: {}\n", sc.name);
-  if (p.moda) {
-    s += fmt::format("  model      {} ({:.3g} parameters, {} layers, {} experts per layer)\n", sc.model.name,
-                     p.parameters, sc.model.layers, sc.model.experts_per_layer);
-    s += fmt::format("  machine    {}: {} nodes in {} supernodes, {} layout, {} replicas per expert, ParO {}\n",
-                     sc.machine.name, sc.plan.nodes, p.moda->supernodes_used, to_string(sc.plan.layout),
-                     p.moda->replicas, sc.plan.paro ? "on" : "off");
-    s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
-                     to_string(sc.training.precision), static_cast<long long>(sc.training.seq_len) * sc.training.micro_batch_per_node,
-                     sc.training.micro_batches);
-  } else if (sc.model.is_convnet()) {
-    const ParallelPlan& pl = sc.parallel;
-    s += fmt::format("  machine    {} ({}): {} {}s, {} core(s) each\n", sc.machine.name, sc.machine.family,
-                     sc.machine.device_count(), sc.machine.device_word(), sc.machine.cores_per_device);
-    s += fmt::format("  model      {} ({:.4g} parameters, stages {})\n", sc.model.name, p.parameters,
-                     nlohmann::json(sc.model.convnet.stage_blocks).dump());
-    s += fmt::format("  plan       {} data-parallel replicas, global batch {} ({} images each), weight-update sharding "
-                     "{}, batch-norm group {}; {} precision\n",
-                     pl.data, pl.global_batch, pl.micro_batch, pl.zero_stage == 1 ? "on" : "off", pl.batch_norm_group,
-                     to_string(sc.training.precision));
-  } else {
-    const ParallelPlan& pl = sc.parallel;
-    s += fmt::format("  machine    {} ({}): {} {}s\n", sc.machine.name, sc.machine.family, sc.machine.device_count(),
-                     sc.machine.device_word());
-    s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
-                     sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
-    s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)){}; ZeRO {}, "
-                     "recompute {}{}\n",
-                     pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
-                     pl.virtual_stages, pl.context > 1 ? fmt::format(" x context {} (ring)", pl.context) : std::string(),
-                     pl.zero_stage, to_string(pl.recompute),
-                     std::string(pl.sequence_parallel ? ", sequence parallel" : "") +
-                         (pl.offload_optimizer ? ", optimizer offloaded to the host" : ""));
-    s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",
-                     to_string(sc.training.precision), sc.training.seq_len, pl.global_batch, pl.micro_batch,
-                     pl.micro_batches());
-    if (p.moe) {
-      const MoeRouting& mo = *p.moe;
-      if (mo.dropless)
-        s += fmt::format("  MoE        {} experts, top-{}, expert parallel {}, dropless (no capacity): the busiest "
-                         "device computes {:.4g} expert rows per micro-batch (mean {:.4g})\n",
-                         sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.busiest_device_rows(),
-                         mo.routed_slots_per_micro_batch / pl.expert);
-      else
-        s += fmt::format("  MoE        {} experts, top-{}, expert parallel {}, capacity factor {:g}: capacity {:.4g} "
-                         "tokens per expert per micro-batch\n",
-                         sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.capacity_factor,
-                         mo.capacity_tokens_per_expert);
-      s += fmt::format("  router     {}{}: hottest expert {:.4g} tokens per micro-batch, dropped tokens {:.2f} % {}\n",
-                       to_string(mo.router.distribution),
-                       mo.router.distribution == RouterDistribution::zipf ? fmt::format(" (s = {:g})", mo.router.zipf_s)
-                                                                          : std::string(),
-                       mo.hottest_expert_load_tokens(), 100 * mo.dropped_token_fraction,
-                       mo.dropless ? "(dropless dispatch: the step waits for the busiest device)"
-                                   : "(padded dispatch: compute and all-to-all at capacity)");
-    }
+  s += fmt::format("  model      {} ({:.3g} parameters, {} layers, {} experts per layer)\n", sc.model.name,
+                   p.parameters, sc.model.layers, sc.model.experts_per_layer);
+  s += fmt::format("  machine    {}: {} nodes in {} supernodes, {} layout, {} replicas per expert, ParO {}\n",
+                   sc.machine.name, sc.plan.nodes, p.moda->supernodes_used, to_string(sc.plan.layout),
+                   p.moda->replicas, sc.plan.paro ? "on" : "off");
+  s += fmt::format("  training   {} precision, {} tokens per node per micro-batch, {} micro-batch(es)\n",
+                   to_string(sc.training.precision), static_cast<long long>(sc.training.seq_len) * sc.training.micro_batch_per_node,
+                   sc.training.micro_batches);
+  return s;
+}
+
+std::string convnet_text(const Prediction& p) {
+  const Scenario& sc = p.scenario;
+  std::string s;
+  const ParallelPlan& pl = sc.parallel;
+  s += fmt::format("  machine    {} ({}): {} {}s, {} core(s) each\n", sc.machine.name, sc.machine.family,
+                   sc.machine.device_count(), sc.machine.device_word(), sc.machine.cores_per_device);
+  s += fmt::format("  model      {} ({:.4g} parameters, stages {})\n", sc.model.name, p.parameters,
+                   nlohmann::json(sc.model.convnet.stage_blocks).dump());
+  s += fmt::format("  plan       {} data-parallel replicas, global batch {} ({} images each), weight-update sharding "
+                   "{}, batch-norm group {}; {} precision\n",
+                   pl.data, pl.global_batch, pl.micro_batch, pl.zero_stage == 1 ? "on" : "off", pl.batch_norm_group,
+                   to_string(sc.training.precision));
+  return s;
+}
+
+// A general plan's machine, model, plan and training lines, and its routing when it has experts.
+std::string general_text(const Prediction& p) {
+  const Scenario& sc = p.scenario;
+  std::string s;
+  const ParallelPlan& pl = sc.parallel;
+  s += fmt::format("  machine    {} ({}): {} {}s\n", sc.machine.name, sc.machine.family, sc.machine.device_count(),
+                   sc.machine.device_word());
+  s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
+                   sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
+  s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)){}; ZeRO {}, "
+                   "recompute {}{}\n",
+                   pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
+                   pl.virtual_stages, pl.context > 1 ? fmt::format(" x context {} (ring)", pl.context) : std::string(),
+                   pl.zero_stage, to_string(pl.recompute),
+                   std::string(pl.sequence_parallel ? ", sequence parallel" : "") +
+                       (pl.offload_optimizer ? ", optimizer offloaded to the host" : ""));
+  s += fmt::format("  training   {} precision, sequence {}, global batch {}, micro-batch {} ({} per pipeline)\n",
+                   to_string(sc.training.precision), sc.training.seq_len, pl.global_batch, pl.micro_batch,
+                   pl.micro_batches());
+  if (p.moe) {
+    const MoeRouting& mo = *p.moe;
+    if (mo.dropless)
+      s += fmt::format("  MoE        {} experts, top-{}, expert parallel {}, dropless (no capacity): the busiest "
+                       "device computes {:.4g} expert rows per micro-batch (mean {:.4g})\n",
+                       sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.busiest_device_rows(),
+                       mo.routed_slots_per_micro_batch / pl.expert);
+    else
+      s += fmt::format("  MoE        {} experts, top-{}, expert parallel {}, capacity factor {:g}: capacity {:.4g} "
+                       "tokens per expert per micro-batch\n",
+                       sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.capacity_factor,
+                       mo.capacity_tokens_per_expert);
+    s += fmt::format("  router     {}{}: hottest expert {:.4g} tokens per micro-batch, dropped tokens {:.2f} % {}\n",
+                     to_string(mo.router.distribution),
+                     mo.router.distribution == RouterDistribution::zipf ? fmt::format(" (s = {:g})", mo.router.zipf_s)
+                                                                        : std::string(),
+                     mo.hottest_expert_load_tokens(), 100 * mo.dropped_token_fraction,
+                     mo.dropless ? "(dropless dispatch: the step waits for the busiest device)"
+                                 : "(padded dispatch: compute and all-to-all at capacity)");
   }
+  return s;
+}
+
+// Step time, throughput and where the time goes.
+std::string time_text(const Prediction& p) {
+  const Scenario& sc = p.scenario;
+  std::string s;
   s += fmt::format("  step time          {:.4f} s\n", p.step_time_s);
   s += fmt::format("  sustained          {:.1f} PFLOPS (executed FLOPs, as hardware counters count them)\n",
                    p.sustained_pflops);
@@ -428,6 +547,15 @@ std::string summary_text(const Prediction& p) {
     s += fmt::format("  images             {:.4g} per second\n", p.images_per_s);
   else
     s += fmt::format("  tokens             {:.4g} per second\n", p.tokens_per_s);
+  if (p.goodput) {
+    const GoodputResult& g = *p.goodput;
+    s += fmt::format("  goodput            {:.1f} % of wall time trains ({:.4g} {} per second): job MTTI {:.3g} h, "
+                     "checkpoint {:.3g} TB written in {:.3g} s every {:.0f} steps ({:.3g} s, {}), restart {:.3g} s\n",
+                     100 * g.goodput, (sc.model.is_convnet() ? p.images_per_s : p.tokens_per_s) * g.goodput,
+                     sc.model.is_convnet() ? "images" : "tokens", g.mtti_s / 3600, g.checkpoint_bytes / 1e12,
+                     g.checkpoint_write_s, g.interval_steps, g.interval_s,
+                     g.interval_given ? "given" : "Daly's optimum", g.restart_s);
+  }
   const Breakdown& b = p.breakdown;
   const double t = b.total_s() > 0 ? b.total_s() : 1;
   s += "  where the time goes (slowest simulated rank):\n";
@@ -441,6 +569,13 @@ std::string summary_text(const Prediction& p) {
   s += "  by kind (exposed time: compute first, then each collective kind in turn):\n";
   for (const KindShare& k : p.breakdown_kind)
     if (k.seconds > 0) line(k.kind.c_str(), k.seconds);
+  return s;
+}
+
+// Memory, compute costs, the critical path and what was simulated.
+std::string memory_and_costs_text(const Prediction& p) {
+  const Scenario& sc = p.scenario;
+  std::string s;
   const DeviceMemory& m = p.memory;
   s += fmt::format("  memory per {:<7} {:.1f} GB of {:.0f} GB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}",
                    sc.machine.device_word(), m.total_bytes / 1e9, sc.machine.memory_bytes / 1e9, m.parameters_bytes / 1e9,
@@ -467,6 +602,15 @@ std::string summary_text(const Prediction& p) {
   s += fmt::format("  simulated: {} fidelity, {} ranks standing for {}, {} flows\n", to_string(p.sim.fidelity),
                    p.sim.stats.simulated_ranks, p.ranks, p.sim.stats.flows);
   return s;
+}
+
+}  // namespace
+
+std::string summary_text(const Prediction& p) {
+  const Scenario& sc = p.scenario;
+  std::string s = fmt::format("exasim prediction: {}\n", sc.name);
+  s += p.moda ? moda_text(p) : sc.model.is_convnet() ? convnet_text(p) : general_text(p);
+  return s + time_text(p) + memory_and_costs_text(p);
 }
 
 }  // namespace exasim

@@ -23,6 +23,7 @@ struct Prediction {
   Workload workload;
   int ranks = 0;
   double parameters = 0;          // the whole model
+  double expert_parameters = 0;   // of which the MoE layers' experts (checkpoint size)
   std::optional<Placement> moda;  // MoDa scenarios: the layout's replicas and supernodes
   DeviceMemory memory;            // per device: the worst pipeline stage's (models/memory_model.hpp)
   // General plans of MoE models: expected expert loads, capacity and dropped tokens
@@ -43,6 +44,10 @@ struct Prediction {
   double model_pflops = 0;
   double tokens_per_s = 0;
   double images_per_s = 0;  // convolutional networks (tokens_per_s stays 0)
+  // Scenarios with a "resilience" block (models/goodput.hpp): what can interrupt the job, the
+  // checkpoint model and the expected goodput; effective rates are the step's times goodput.
+  std::optional<JobComponents> components;
+  std::optional<GoodputResult> goodput;
 };
 
 struct PredictOptions {

@@ -49,6 +49,7 @@ const char* to_string(PrecisionPolicy p) {
     case PrecisionPolicy::bf16: return "bf16";
     case PrecisionPolicy::apex_o1: return "apex_o1";
     case PrecisionPolicy::apex_o2: return "apex_o2";
+    case PrecisionPolicy::fp8: return "fp8";
   }
   return "?";
 }
@@ -277,8 +278,28 @@ class Reader {
   // Returns the index into `allowed`; `dflt` < 0: required.
   int enum_value(const json& obj, const std::string& path, const std::string& key,
                  std::initializer_list<const char*> allowed, int dflt) const {
+    return enum_index(obj, path, key, std::vector<std::string>(allowed.begin(), allowed.end()), dflt);
+  }
+
+  // One of an enum's `choices`, by its name: to_string(choice), the enum's one name table. Without
+  // `dflt` the key is required.
+  template <typename E>
+  E choice(const json& obj, const std::string& path, const std::string& key, const std::vector<E>& choices,
+           std::optional<E> dflt = std::nullopt) const {
+    std::vector<std::string> names;
+    int d = -1;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      names.push_back(to_string(choices[i]));
+      if (dflt && choices[i] == *dflt) d = static_cast<int>(i);
+    }
+    return choices[static_cast<size_t>(enum_index(obj, path, key, names, d))];
+  }
+
+ private:
+  int enum_index(const json& obj, const std::string& path, const std::string& key,
+                 const std::vector<std::string>& allowed, int dflt) const {
     std::vector<std::string> q;
-    for (const char* a : allowed) q.push_back(quoted(a));
+    for (const std::string& a : allowed) q.push_back(quoted(a));
     const std::string what = "one of " + join(q, ", ");
     const json* v = find(obj, key);
     if (!v) {
@@ -292,14 +313,12 @@ class Reader {
     }
     if (!v->is_string()) fail(vpath, "expected " + what + ", got " + describe(*v));
     const std::string s = v->get<std::string>();
-    int i = 0;
-    for (const char* a : allowed) {
-      if (s == a) return i;
-      ++i;
-    }
+    for (size_t i = 0; i < allowed.size(); ++i)
+      if (s == allowed[i]) return static_cast<int>(i);
     fail(vpath, "expected " + what + ", got " + quoted(s));
   }
 
+ public:
   // A plain number or an annotated value object.
   double number(const json& v, const std::string& path, NumKind kind) const {
     if (!v.is_object()) return plain_number(v, path, kind);
@@ -403,7 +422,7 @@ class Reader {
   std::vector<Annotation>* annotations_;
 };
 
-const Precision kPrecisions[] = {Precision::fp64, Precision::fp32, Precision::fp16};
+const Precision kPrecisions[] = {Precision::fp64, Precision::fp32, Precision::fp16, Precision::fp8};
 
 // range: checks each value against a physical range instead of `kind` alone. fp32_required: peaks
 // and GEMM efficiencies need fp32; FlashAttention's efficiency only the precisions it runs in (fp16, bf16).
@@ -411,10 +430,10 @@ std::map<Precision, double> read_precision_map(const Reader& r, const json& obj,
                                                const std::string& key, NumKind kind,
                                                const PhysicalRange* range = nullptr, bool fp32_required = true) {
   const std::string p = child(path, key);
-  const std::string what = std::string("an object with keys fp64, fp32, fp16") + (fp32_required ? " (fp32 required)" : "");
+  const std::string what = std::string("an object with keys fp64, fp32, fp16, fp8") + (fp32_required ? " (fp32 required)" : "");
   const json& m = r.require(obj, path, key, what);
   r.require_object(m, p, what);
-  r.check_keys(m, p, {"fp64", "fp32", "fp16"});
+  r.check_keys(m, p, {"fp64", "fp32", "fp16", "fp8"});
   auto read = [&](const json& v, const std::string& vp) { return range ? r.ranged(v, vp, *range) : r.number(v, vp, kind); };
   std::map<Precision, double> out;
   if (fp32_required) out[Precision::fp32] = read(r.require(m, p, "fp32", num_desc(kind)), child(p, "fp32"));
@@ -455,12 +474,25 @@ void read_sources(const Reader& r, const json& obj, const std::string& path) {
   }
 }
 
+// The device's compiler: {"name", "fuses_elementwise", "convolution": "im2col" | "implicit_gemm"}.
+void read_compiler(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
+  const json* c = Reader::find(d, "compiler");
+  if (!c) return;
+  const std::string p = child(path, "compiler");
+  r.require_object(*c, p, "a compiler object {name, fuses_elementwise, convolution}");
+  r.check_keys(*c, p, {"name", "fuses_elementwise", "convolution"});
+  s.compiler_name = r.required_string(*c, p, "name");
+  s.fuses_elementwise = r.required_annotated_bool(*c, p, "fuses_elementwise");
+  s.implicit_gemm_convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm"}, -1) == 1;
+}
+
 // A device: one node's compute and memory (topologies/devices/*.json).
 void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   r.require_object(d, path, "a device object");
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
-                "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "sources"});
+                "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "compiler",
+                "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -472,6 +504,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.optimizer_memory_bandwidth_Bps = r.required_ranged(d, path, "optimizer_memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);
   s.cores_per_device = r.optional_int(d, path, "cores_per_device", 1);
+  read_compiler(r, d, path, s);
   read_sources(r, d, path);
 }
 
@@ -497,11 +530,21 @@ void read_fat_tree(const Reader& r, const json& m, const std::string& path, GpuC
   g.spine_taper = r.required_number(f, p, "spine_taper", NumKind::positive);
 }
 
+// checkpoint_write_Bps is used only by scenarios with a "resilience" block (read_resilience), but
+// checked in every machine file that gives it, so that a bad value is never silently accepted.
+// (Its annotation is recorded only where it is used: the check records into a scratch list.)
+void check_checkpoint_write_Bps(const Reader& r, const json& m, const std::string& path) {
+  if (!Reader::find(m, "checkpoint_write_Bps")) return;
+  std::vector<Annotation> unrecorded;
+  Reader(r.file(), "", &unrecorded).required_ranged(m, path, "checkpoint_write_Bps", kSharedLinkBandwidthRange);
+}
+
 void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path,
                {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
                 "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
-                "sources"});
+                "checkpoint_write_Bps", "sources"});
+  check_checkpoint_write_Bps(r, m, path);
   GpuClusterSpec& g = s.gpu;
   g.nodes = r.required_int(m, path, "nodes");
   g.gpus_per_node = r.required_int(m, path, "gpus_per_node");
@@ -528,7 +571,8 @@ void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, M
 
 void read_torus(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path, {"name", "family", "description", "torus_x", "torus_y", "device", "link_Bps", "link_latency_s",
-                         "sources"});
+                         "checkpoint_write_Bps", "sources"});
+  check_checkpoint_write_Bps(r, m, path);
   s.torus.x = r.required_int(m, path, "torus_x");
   s.torus.y = r.required_int(m, path, "torus_y");
   read_device(r, m, path, s);
@@ -540,7 +584,8 @@ void read_sunway(const Reader& r, const json& m, const std::string& path, Machin
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
                 "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
-                "sources"});
+                "checkpoint_write_Bps", "sources"});
+  check_checkpoint_write_Bps(r, m, path);
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
   s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
@@ -573,7 +618,7 @@ MachineSpec read_machine_object(const Reader& r, const json& m, const std::strin
   r.require_object(m, path, "a machine object");
   static const char* const families[] = {"sunway", "gpu_cluster", "torus"};
   MachineSpec s;
-  s.family = families[r.enum_value(m, path, "family", {"sunway", "gpu_cluster", "torus"}, -1)];
+  s.family = families[r.enum_value(m, path, "family", {families[0], families[1], families[2]}, -1)];
   if (s.family == "gpu_cluster")
     read_gpu_cluster(r, m, path, s);
   else if (s.family == "torus")
@@ -598,7 +643,8 @@ MachineSpec read_machine(const Reader& r, const json& root) {
 // The keys of a convolutional network's model object ("family": "resnet"), and of a transformer's.
 const std::vector<std::string> kConvNetKeys = {"stages", "block", "base_width", "image_size", "classes"};
 const std::vector<std::string> kTransformerKeys = {"layers", "d_model", "heads", "d_ff", "experts_per_layer",
-                                                   "top_k", "capacity_factor", "router", "vocab"};
+                                                   "top_k", "capacity_factor", "router", "vocab", "architecture",
+                                                   "decoder_layers", "moe_every", "masked_fraction", "next_sentence"};
 
 ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& path) {
   for (const std::string& k : kTransformerKeys)
@@ -627,6 +673,36 @@ ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& 
   return s;
 }
 
+// The transformer family (models/moe_spec.hpp): architecture, decoder_layers, moe_every and BERT's
+// heads, each refused where it has no meaning.
+void read_family(const Reader& r, const json& m, const std::string& path, ModelSpec& s) {
+  using A = ModelSpec::Architecture;
+  static const A arch[] = {A::decoder, A::encoder, A::encoder_decoder};
+  s.architecture = arch[r.enum_value(m, path, "architecture", {"decoder", "encoder", "encoder_decoder"}, 0)];
+  const bool enc_dec = s.architecture == A::encoder_decoder, encoder = s.architecture == A::encoder;
+  if (Reader::find(m, "decoder_layers") && !enc_dec)
+    r.fail(child(path, "decoder_layers"), "expected no decoder_layers: only \"architecture\": \"encoder_decoder\" has them");
+  if (enc_dec) s.decoder_layers = r.required_int(m, path, "decoder_layers");
+  for (const char* k : {"masked_fraction", "next_sentence"})
+    if (Reader::find(m, k) && !encoder)
+      r.fail(child(path, k), std::string("expected no ") + k + ": BERT's heads belong to \"architecture\": \"encoder\"");
+  if (const json* v = Reader::find(m, "masked_fraction")) {
+    s.masked_fraction = r.number(*v, child(path, "masked_fraction"), NumKind::fraction);
+    if (!(s.masked_fraction > 0)) r.fail(child(path, "masked_fraction"), "expected a fraction above 0 (BERT: 0.15)");
+  }
+  if (Reader::find(m, "next_sentence")) s.next_sentence = r.required_annotated_bool(m, path, "next_sentence");
+  if (Reader::find(m, "moe_every")) {
+    const std::string mp = child(path, "moe_every");
+    s.moe_every = r.optional_int(m, path, "moe_every", 1);
+    if (!Reader::find(m, "experts_per_layer"))
+      r.fail(mp, "expected no moe_every: a dense model (no experts_per_layer) has no MoE layers");
+    if (s.layers % s.moe_every != 0 || s.decoder_layers % s.moe_every != 0)
+      r.fail(mp, "expected a divisor of the layers (" + std::to_string(s.layers) +
+                     (enc_dec ? ") and of decoder_layers (" + std::to_string(s.decoder_layers) : std::string()) +
+                     "): every moe_every-th layer is an MoE layer, got " + std::to_string(s.moe_every));
+  }
+}
+
 ModelSpec read_model(const Reader& r, const json& root) {
   const std::string path = "/model";
   const json& m = r.require(root, "", "model", "a model object");
@@ -638,7 +714,8 @@ ModelSpec read_model(const Reader& r, const json& root) {
                              "\"family\": \"resnet\"; a transformer takes: name, layers, d_model, heads, d_ff, "
                              "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
-                        "vocab", "kv_heads", "ffn", "tied_embeddings"});
+                        "vocab", "kv_heads", "ffn", "tied_embeddings", "architecture", "decoder_layers", "moe_every",
+                        "masked_fraction", "next_sentence", "dropout"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -651,8 +728,13 @@ ModelSpec read_model(const Reader& r, const json& root) {
     s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::non_negative);  // 0: dropless
   s.vocab = r.optional_int(m, path, "vocab", 0);
   s.kv_heads = r.optional_int(m, path, "kv_heads", 0);
+  if (const json* v = Reader::find(m, "dropout")) {
+    s.dropout = r.number(*v, child(path, "dropout"), NumKind::non_negative);
+    if (!(*s.dropout < 1)) r.fail(child(path, "dropout"), "expected a probability in [0, 1), got " + v->dump());
+  }
   s.ffn = r.enum_value(m, path, "ffn", {"gelu", "swiglu"}, 0) == 0 ? ModelSpec::Ffn::gelu : ModelSpec::Ffn::swiglu;
   if (Reader::find(m, "tied_embeddings")) s.tied_embeddings = r.required_annotated_bool(m, path, "tied_embeddings");
+  read_family(r, m, path, s);
   if (const json* v = Reader::find(m, "router")) {
     const std::string rp = child(path, "router");
     if (s.dense())
@@ -660,7 +742,8 @@ ModelSpec read_model(const Reader& r, const json& root) {
     r.require_object(*v, rp, "a router object ({\"distribution\": \"uniform\"} or {\"distribution\": \"zipf\", "
                              "\"zipf_s\": 1.2})");
     r.check_keys(*v, rp, {"distribution", "zipf_s"});
-    s.router.distribution = static_cast<RouterDistribution>(r.enum_value(*v, rp, "distribution", {"uniform", "zipf"}, 0));
+    s.router.distribution = r.choice(*v, rp, "distribution", {RouterDistribution::uniform, RouterDistribution::zipf},
+                                     std::optional(RouterDistribution::uniform));
     const json* zs = Reader::find(*v, "zipf_s");
     if (s.router.distribution == RouterDistribution::zipf) {
       if (!zs) r.fail(child(rp, "zipf_s"), "missing (expected a positive number, the Zipf exponent s: expert e receives "
@@ -692,14 +775,14 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   // The MoDa layouts take the modes of models/precision.hpp ("mixed" is "layerwise", BaGuaLu's
   // layer-wise mixed precision); general plans fp32, fp16 (Megatron's mixed precision) and bf16.
   static const PrecisionPolicy general_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16,
-                                                  PrecisionPolicy::bf16};
+                                                  PrecisionPolicy::bf16, PrecisionPolicy::fp8};
   static const PrecisionPolicy moda_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::mixed,
                                                PrecisionPolicy::apex_o1, PrecisionPolicy::apex_o2};
-  s.precision = general ? general_modes[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16"}, -1)]
+  s.precision = general ? general_modes[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16", "fp8"}, -1)]
                         : moda_modes[r.enum_value(t, path, "precision",
                                                   {"fp32", "mixed", "layerwise", "apex_o1", "apex_o2"}, -1)];
-  s.grad_sync = r.enum_value(t, path, "grad_sync", {"after_backward", "overlap"}, 0) == 0 ? GradSync::after_backward
-                                                                                          : GradSync::overlap;
+  s.grad_sync = r.choice(t, path, "grad_sync", {GradSync::after_backward, GradSync::overlap},
+                         std::optional(GradSync::after_backward));
   return s;
 }
 
@@ -720,7 +803,7 @@ ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
   const std::string path = "/plan";
   const json& p = r.require(root, "", "plan", "a plan object");
   r.require_object(p, path, "a plan object");
-  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group"});
+  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group", "slice"});
   ParallelPlan s;
   s.data = r.required_int(p, path, "devices");
   s.global_batch = r.required_int(p, path, "global_batch");
@@ -741,6 +824,8 @@ PlanMachine plan_machine(const MachineSpec& mc) {
   pm.devices = mc.device_count();
   pm.fp16_peak = mc.peak_flops_per_s.count(Precision::fp16) > 0;
   pm.fp16_gemm = mc.gemm_efficiency.count(Precision::fp16) > 0;
+  pm.fp8_peak = mc.peak_flops_per_s.count(Precision::fp8) > 0;
+  pm.fp8_gemm = mc.gemm_efficiency.count(Precision::fp8) > 0;
   pm.flash_fp32 = mc.flash_attention_efficiency.count(Precision::fp32) > 0;
   pm.flash_fp16 = mc.flash_attention_efficiency.count(Precision::fp16) > 0;
   pm.host_offload = mc.host_link_Bps > 0 && mc.host_memory_Bps > 0;
@@ -769,14 +854,49 @@ PlanSpec read_plan(const Reader& r, const json& root) {
   r.require_object(p, path, "a plan object");
   r.check_keys(p, path, {"layout", "nodes", "nodes_per_supernode_used", "paro", "all_to_all"});
   PlanSpec s;
-  s.layout = r.enum_value(p, path, "layout", {"moda", "inverse"}, -1) == 0 ? Layout::moda : Layout::inverse;
+  s.layout = r.choice<Layout>(p, path, "layout", {Layout::moda, Layout::inverse});
   s.nodes = r.required_int(p, path, "nodes");
   s.nodes_per_supernode_used = r.required_int(p, path, "nodes_per_supernode_used");
   s.paro = r.required_bool(p, path, "paro");
-  static const CollectiveAlgorithm a2a[] = {CollectiveAlgorithm::pairwise, CollectiveAlgorithm::direct,
-                                            CollectiveAlgorithm::hierarchical};
-  s.all_to_all = a2a[r.enum_value(p, path, "all_to_all", {"pairwise", "direct", "hierarchical"}, 0)];
+  s.all_to_all = r.choice(p, path, "all_to_all",
+                          {CollectiveAlgorithm::pairwise, CollectiveAlgorithm::direct, CollectiveAlgorithm::hierarchical},
+                          std::optional(CollectiveAlgorithm::pairwise));
   return s;
+}
+
+// plan.placement: "tensor", "data" and "pipeline" once each, innermost first, and optionally
+// "expert" (beside "data") and "context".
+std::vector<ParallelDim> read_placement(const Reader& r, const json& list, const std::string& pp) {
+  const json* pl = &list;
+  std::vector<ParallelDim> placement;
+  const std::string what =
+      "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first (and optionally \"expert\" "
+      "beside \"data\", and \"context\")";
+  if (!pl->is_array() || pl->size() < 3 || pl->size() > 5) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+  bool seen[5] = {false, false, false, false, false};
+  for (size_t i = 0; i < pl->size(); ++i) {
+    const json& e = (*pl)[i];
+    const std::string ep = pp + "/" + std::to_string(i);
+    static const ParallelDim dims[] = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline,
+                                       ParallelDim::expert, ParallelDim::context};
+    int k = -1;
+    for (int d = 0; d < 5; ++d)
+      if (e.is_string() && e.get<std::string>() == to_string(dims[d])) k = d;
+    if (k < 0 || seen[k]) r.fail(ep, "expected " + what + ", got " + describe(e));
+    seen[k] = true;
+    placement.push_back(dims[k]);
+  }
+  if (!seen[0] || !seen[1] || !seen[2]) r.fail(pp, "expected " + what + ", got " + describe(*pl));
+  // The expert-parallel groups are carved out of the data-parallel replicas: "expert" sits next to
+  // "data", before it (the replicas that exchange tokens are neighbours) or after it (the replicas
+  // of the same experts are neighbours, as in BaGuaLu's MoDa).
+  for (size_t i = 0; i < placement.size(); ++i)
+    if (placement[i] == ParallelDim::expert &&
+        !((i > 0 && placement[i - 1] == ParallelDim::data) ||
+          (i + 1 < placement.size() && placement[i + 1] == ParallelDim::data)))
+      r.fail(pp + "/" + std::to_string(i), "expected \"expert\" right before or after \"data\" (expert groups are "
+                                           "carved out of the data-parallel replicas)");
+  return placement;
 }
 
 ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
@@ -786,20 +906,21 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
-                "sequence_parallel", "attention", "context_parallel",
-                "offload_optimizer", "micro_batch", "global_batch", "placement"});
+                 "sequence_parallel", "attention", "context_parallel", "prefetch_parameters",
+                 "offload_optimizer", "micro_batch", "global_batch", "placement", "slice"});
   ParallelPlan s;
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
-  static const TensorMode modes[] = {TensorMode::one_d, TensorMode::two_d, TensorMode::two_half_d, TensorMode::three_d};
-  s.tensor_mode = modes[r.enum_value(p, path, "tensor_mode", {"1d", "2d", "2.5d", "3d"}, 0)];
+  s.tensor_mode = r.choice(p, path, "tensor_mode",
+                           {TensorMode::one_d, TensorMode::two_d, TensorMode::two_half_d, TensorMode::three_d},
+                           std::optional(TensorMode::one_d));
   s.tensor_depth = r.optional_int(p, path, "tensor_depth", 1);
   s.pipeline = r.optional_int(p, path, "pipeline_parallel", 1);
   s.context = r.optional_int(p, path, "context_parallel", 1);
-  static const PipelineSchedule schedules[] = {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
-                                               PipelineSchedule::interleaved};
   s.virtual_stages = r.optional_int(p, path, "virtual_stages", 1);
   // Without a schedule: interleaved when the devices hold several model chunks, else 1F1B.
-  s.schedule = schedules[r.enum_value(p, path, "schedule", {"gpipe", "1f1b", "interleaved"}, s.virtual_stages > 1 ? 2 : 1)];
+  s.schedule = r.choice(p, path, "schedule",
+                        {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved},
+                        std::optional(s.virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b));
   // "devices" alone: the data-parallel size is what the tensor and pipeline sizes leave.
   const json* devices = Reader::find(p, "devices");
   const json* data = Reader::find(p, "data_parallel");
@@ -833,44 +954,47 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
     if (s.distributed_optimizer) s.zero_stage = 1;
   }
   if (Reader::find(p, "paro")) s.paro = r.required_bool(p, path, "paro");
-  static const Recompute recomputes[] = {Recompute::none, Recompute::selective, Recompute::full};
-  s.recompute = recomputes[r.enum_value(p, path, "recompute", {"none", "selective", "full"}, 0)];
+  if (Reader::find(p, "prefetch_parameters")) s.prefetch_parameters = r.required_annotated_bool(p, path, "prefetch_parameters");
+  s.recompute = r.choice(p, path, "recompute", {Recompute::none, Recompute::selective, Recompute::full},
+                         std::optional(Recompute::none));
   s.attention = r.enum_value(p, path, "attention", {"standard", "flash"}, 0) == 0 ? ParallelPlan::Attention::standard
                                                                                  : ParallelPlan::Attention::flash;
   if (Reader::find(p, "sequence_parallel")) s.sequence_parallel = r.required_annotated_bool(p, path, "sequence_parallel");
   if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_annotated_bool(p, path, "offload_optimizer");
   s.micro_batch = r.required_int(p, path, "micro_batch");
   s.global_batch = r.required_int(p, path, "global_batch");
-  if (const json* pl = Reader::find(p, "placement")) {
-    const std::string pp = child(path, "placement");
-    const std::string what =
-        "a list of \"tensor\", \"data\" and \"pipeline\", each once, innermost first (and optionally \"expert\" "
-        "beside \"data\", and \"context\")";
-    if (!pl->is_array() || pl->size() < 3 || pl->size() > 5) r.fail(pp, "expected " + what + ", got " + describe(*pl));
-    s.placement.clear();
-    bool seen[5] = {false, false, false, false, false};
-    for (size_t i = 0; i < pl->size(); ++i) {
-      const json& e = (*pl)[i];
-      const std::string ep = pp + "/" + std::to_string(i);
-      const std::string v = e.is_string() ? e.get<std::string>() : std::string();
-      const int k = v == "tensor" ? 0 : v == "data" ? 1 : v == "pipeline" ? 2 : v == "expert" ? 3 : v == "context" ? 4 : -1;
-      if (k < 0 || seen[k]) r.fail(ep, "expected " + what + ", got " + describe(e));
-      seen[k] = true;
-      static const ParallelDim dims[] = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline,
-                                         ParallelDim::expert, ParallelDim::context};
-      s.placement.push_back(dims[k]);
-    }
-    if (!seen[0] || !seen[1] || !seen[2]) r.fail(pp, "expected " + what + ", got " + describe(*pl));
-    // The expert-parallel groups are carved out of the data-parallel replicas: "expert" sits next to
-    // "data", before it (the replicas that exchange tokens are neighbours) or after it (the replicas
-    // of the same experts are neighbours, as in BaGuaLu's MoDa).
-    for (size_t i = 0; i < s.placement.size(); ++i)
-      if (s.placement[i] == ParallelDim::expert &&
-          !((i > 0 && s.placement[i - 1] == ParallelDim::data) ||
-            (i + 1 < s.placement.size() && s.placement[i + 1] == ParallelDim::data)))
-        r.fail(pp + "/" + std::to_string(i), "expected \"expert\" right before or after \"data\" (expert groups are "
-                                             "carved out of the data-parallel replicas)");
-  }
+  if (const json* pl = Reader::find(p, "placement")) s.placement = read_placement(r, *pl, child(path, "placement"));
+  return s;
+}
+
+// The machine file's checkpoint_write_Bps (the file system's aggregate write bandwidth), read only
+// for a scenario with a "resilience" block so that other scenarios' reports do not list it.
+double read_checkpoint_write_Bps(const Reader& r, const json& root) {
+  const json& m = root.at("machine");
+  const std::string what = kSharedLinkBandwidthRange.describe() + " (the file system's write bandwidth, needed by /resilience)";
+  if (m.is_object()) return r.ranged(r.require(m, "/machine", "checkpoint_write_Bps", what), "/machine/checkpoint_write_Bps",
+                                     kSharedLinkBandwidthRange);
+  const auto [label, doc] = embedded_json(r, m, "/machine", kMachineDir, "machine");
+  const Reader nr = r.nested(label, "/machine");
+  return nr.ranged(nr.require(doc, "", "checkpoint_write_Bps", what), "/checkpoint_write_Bps", kSharedLinkBandwidthRange);
+}
+
+// "resilience": per-component MTBFs, restart time and checkpoint interval (models/goodput.hpp).
+std::optional<ResilienceSpec> read_resilience(const Reader& r, const json& root, MachineSpec& machine) {
+  const json* v = Reader::find(root, "resilience");
+  if (!v) return std::nullopt;
+  const std::string path = "/resilience";
+  r.require_object(*v, path, "a resilience object");
+  r.check_keys(*v, path, {"node_mtbf_s", "link_mtbf_s", "switch_mtbf_s", "restart_s", "checkpoint_interval_s"});
+  ResilienceSpec s;
+  s.node_mtbf_s = r.required_number(*v, path, "node_mtbf_s", NumKind::positive);
+  if (Reader::find(*v, "link_mtbf_s")) s.link_mtbf_s = r.required_number(*v, path, "link_mtbf_s", NumKind::positive);
+  if (Reader::find(*v, "switch_mtbf_s"))
+    s.switch_mtbf_s = r.required_number(*v, path, "switch_mtbf_s", NumKind::positive);
+  s.restart_s = r.required_number(*v, path, "restart_s", NumKind::non_negative);
+  if (Reader::find(*v, "checkpoint_interval_s"))
+    s.checkpoint_interval_s = r.required_number(*v, path, "checkpoint_interval_s", NumKind::positive);
+  machine.checkpoint_write_Bps = read_checkpoint_write_Bps(r, root);
   return s;
 }
 
@@ -880,11 +1004,36 @@ Fidelity read_engine(const Reader& r, const json& root) {
   const std::string path = "/engine";
   r.require_object(*e, path, "an engine object");
   r.check_keys(*e, path, {"fidelity"});
-  return r.enum_value(*e, path, "fidelity", {"folded", "exhaustive"}, 0) == 0 ? Fidelity::folded
-                                                                              : Fidelity::exhaustive;
+  return r.choice(*e, path, "fidelity", {Fidelity::folded, Fidelity::exhaustive}, std::optional(Fidelity::folded));
 }
 
 }  // namespace
+
+// "slice": [x, y] on a torus machine: the plan runs on an x-by-y slice of the pod, itself a torus
+// (a TPU slice such as v3-512, 16 x 16 chips), and the machine becomes that slice. Its chips must
+// be the plan's devices and fit in the pod.
+void read_torus_slice(const Reader& r, const json& root, Scenario& s) {
+  const json* plan = Reader::find(root, "plan");
+  const json* v = plan && plan->is_object() ? Reader::find(*plan, "slice") : nullptr;
+  if (!v) return;
+  const std::string path = "/plan/slice";
+  const MachineSpec& mc = s.machine;
+  if (mc.family != "torus")
+    r.fail(path, "expected no slice: machine " + quoted(mc.name) + " is not a torus (family " + quoted(mc.family) + ")");
+  if (!v->is_array() || v->size() != 2)
+    r.fail(path, "expected [x, y], the slice's chips per row and rows, got " + describe(*v));
+  const int x = r.integer((*v)[0], path + "/0"), y = r.integer((*v)[1], path + "/1");
+  const ParallelPlan& p = s.parallel;
+  const long long devices = static_cast<long long>(p.data) * p.tensor * p.pipeline * p.context;
+  if (static_cast<long long>(x) * y != devices)
+    r.fail(path, "expected a torus shape of the plan's " + std::to_string(devices) + " devices, got " +
+                     std::to_string(x) + " x " + std::to_string(y) + " = " + std::to_string(static_cast<long long>(x) * y));
+  if (x > s.machine.torus.x || y > s.machine.torus.y)
+    r.fail(path, "expected a slice of the " + std::to_string(s.machine.torus.x) + " x " +
+                     std::to_string(s.machine.torus.y) + " torus, got " + std::to_string(x) + " x " + std::to_string(y));
+  s.machine.torus.x = x;
+  s.machine.torus.y = y;
+}
 
 Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   const json root = parse_json(json_text, file);
@@ -892,7 +1041,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   s.file = file;
   Reader r(file, "", &s.annotations);
   r.require_object(root, "", "a JSON object at the top level");
-  r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine"});
+  r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine", "resilience"});
   s.name = r.required_string(root, "", "name");
   s.description = r.optional_string(root, "", "description");
   s.machine = read_machine(r, root);
@@ -901,7 +1050,9 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     s.plan_kind = Scenario::PlanKind::general;
     s.training = read_convnet_training(r, root);
     s.parallel = read_convnet_plan(r, root);
+    read_torus_slice(r, root, s);
     s.fidelity = read_engine(r, root);
+    s.resilience = read_resilience(r, root, s.machine);
     check_plan_rules(r, s);
     return s;
   }
@@ -911,10 +1062,12 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   if (general) {
     s.plan_kind = Scenario::PlanKind::general;
     s.parallel = read_parallel_plan(r, root);
+    read_torus_slice(r, root, s);
   } else {
     s.plan = read_plan(r, root);
   }
   s.fidelity = read_engine(r, root);
+  s.resilience = read_resilience(r, root, s.machine);
   check_plan_rules(r, s);
   return s;
 }

@@ -6,11 +6,13 @@
 // Both forms are recorded in Scenario::annotations so that reports can list them.
 #pragma once
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "models/goodput.hpp"
 #include "models/moe_spec.hpp"
 #include "models/parallel_plan.hpp"
 #include "sim/engine.hpp"
@@ -56,6 +58,9 @@ struct Scenario {
   PlanSpec plan;
   ParallelPlan parallel;
   Fidelity fidelity = Fidelity::folded;
+  // "resilience": failures, checkpoints and restarts (models/goodput.hpp); the machine's
+  // checkpoint_write_Bps is read with it.
+  std::optional<ResilienceSpec> resilience;
   std::vector<Annotation> annotations;
 };
 

@@ -26,7 +26,9 @@
 
 #include "app/embedded.hpp"
 #include "app/output.hpp"
+#include "app/plan_search.hpp"
 #include "models/memory_model.hpp"
+#include "models/transformer.hpp"
 
 namespace exasim {
 
@@ -201,43 +203,12 @@ std::vector<ojson> expand_dimension(const ojson& v, const std::string& file, con
   return out;
 }
 
-SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
-  SweepSpec s;
-  s.file = file;
-  ojson root;
-  try {
-    root = ojson::parse(json_text);
-  } catch (const ojson::exception& e) {  // a syntax error, or a number past double's range (1e400)
-    throw ScenarioError(file, "", std::string("expected valid JSON: ") + e.what());
-  }
-  if (!root.is_object()) throw ScenarioError(file, "", "expected a sweep object {name, base, dimensions, rank_by}");
-  for (const auto& it : root.items())
-    if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "dimensions" &&
-        it.key() != "rank_by" && it.key() != "validation")
-      throw ScenarioError(file, "/" + escape_token(it.key()),
-                          "unknown key (expected one of: name, description, base, dimensions, rank_by, validation)");
-  if (auto it = root.find("name"); it != root.end()) {
-    if (!it->is_string() || it->get<std::string>().empty())
-      throw ScenarioError(file, "/name", "expected a non-empty string, got " + type_name(*it));
-    s.name = it->get<std::string>();
-  } else {
-    s.name = std::filesystem::path(file).stem().string();
-  }
-  auto base = root.find("base");
-  if (base == root.end()) throw ScenarioError(file, "/base", "expected the base scenario (a name, a path or an object)");
-  if (base->is_string()) {
-    resolve_base(s, base->get<std::string>());
-  } else if (base->is_object()) {
-    s.base = json::parse(base->dump());
-    s.base_file = file + "#/base";
-  } else {
-    throw ScenarioError(file, "/base", "expected a scenario name, a path or an object, got " + type_name(*base));
-  }
-  auto dims = root.find("dimensions");
-  if (dims == root.end()) throw ScenarioError(file, "/dimensions", "expected an object {JSON pointer: values}");
-  if (!dims->is_object() || dims->empty())
-    throw ScenarioError(file, "/dimensions", "expected a non-empty object {JSON pointer: values}, got " + type_name(*dims));
-  for (const auto& it : dims->items()) {
+namespace {
+// The "dimensions" object: each JSON pointer's values (or its link to an earlier dimension).
+void parse_dimensions(SweepSpec& s, const ojson& dims, const std::string& file) {
+  if (!dims.is_object() || dims.empty())
+    throw ScenarioError(file, "/dimensions", "expected a non-empty object {JSON pointer: values}, got " + type_name(dims));
+  for (const auto& it : dims.items()) {
     const std::string& ptr = it.key();
     const std::string path = "/dimensions/" + escape_token(ptr);
     bool syntax_ok = !ptr.empty() && ptr[0] == '/';
@@ -279,6 +250,51 @@ SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
     if (!unknown.empty())
       throw ScenarioError(file, path, "expected a pointer to a value of the base scenario " + s.base_file + " (" + unknown + ")");
     s.dimensions.push_back(std::move(d));
+  }
+}
+
+}  // namespace
+
+SweepSpec parse_sweep(const std::string& json_text, const std::string& file) {
+  SweepSpec s;
+  s.file = file;
+  ojson root;
+  try {
+    root = ojson::parse(json_text);
+  } catch (const ojson::exception& e) {  // a syntax error, or a number past double's range (1e400)
+    throw ScenarioError(file, "", std::string("expected valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) throw ScenarioError(file, "", "expected a sweep object {name, base, dimensions, rank_by}");
+  for (const auto& it : root.items())
+    if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "dimensions" &&
+        it.key() != "search" && it.key() != "rank_by" && it.key() != "validation")
+      throw ScenarioError(file, "/" + escape_token(it.key()),
+                          "unknown key (expected one of: name, description, base, dimensions, search, rank_by, validation)");
+  if (auto it = root.find("name"); it != root.end()) {
+    if (!it->is_string() || it->get<std::string>().empty())
+      throw ScenarioError(file, "/name", "expected a non-empty string, got " + type_name(*it));
+    s.name = it->get<std::string>();
+  } else {
+    s.name = std::filesystem::path(file).stem().string();
+  }
+  auto base = root.find("base");
+  if (base == root.end()) throw ScenarioError(file, "/base", "expected the base scenario (a name, a path or an object)");
+  if (base->is_string()) {
+    resolve_base(s, base->get<std::string>());
+  } else if (base->is_object()) {
+    s.base = json::parse(base->dump());
+    s.base_file = file + "#/base";
+  } else {
+    throw ScenarioError(file, "/base", "expected a scenario name, a path or an object, got " + type_name(*base));
+  }
+  auto dims = root.find("dimensions");
+  if (auto search = root.find("search"); search != root.end()) {
+    if (dims != root.end()) throw ScenarioError(file, "/search", "expected either \"dimensions\" or \"search\", not both");
+    expand_search(s, *search, file);
+  }
+  if (!s.search) {
+    if (dims == root.end()) throw ScenarioError(file, "/dimensions", "expected an object {JSON pointer: values}");
+    parse_dimensions(s, *dims, file);
   }
   size_t n = 1;
   for (const auto& d : s.dimensions) {
@@ -495,27 +511,9 @@ int open_append(const std::string& path, bool truncate) {
   return fd;
 }
 
-std::string reason_of(const ScenarioError& e) {
-  return e.json_path().empty() ? e.expected() : e.json_path() + ": " + e.expected();
-}
-
 // The child's side: predict, and send the row back as one JSON line.
 [[noreturn]] void child_main(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po, int fd) {
-  ojson row;
-  const std::string mode = po.analytic ? "analytic" : "simulated";
-  try {
-    row = ok_row(s, plan, predict(sc, po));
-  } catch (const DoesNotFitError& e) {
-    // The row names its plan already: the reason starts at the JSON path.
-    std::string why = e.what();
-    if (why.rfind(sc.file + ": ", 0) == 0) why.erase(0, sc.file.size() + 2);
-    row = failed_row(s, plan, "infeasible", why, mode);
-  } catch (const ScenarioError& e) {
-    row = failed_row(s, plan, "invalid", reason_of(e), mode);
-  } catch (const std::exception& e) {
-    row = failed_row(s, plan, "error", e.what(), mode);
-  }
-  const std::string line = row_line(row);
+  const std::string line = row_line(predict_row(s, plan, sc, po));
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = write(fd, line.data() + done, line.size() - done);
@@ -564,6 +562,10 @@ class SweepRun {
   std::vector<size_t> ranked(bool by_analytic) const;
   void summary(std::ostream& out, size_t resumed);
   double analytic_value(const ojson& row) const;
+  size_t plans_in_shard() const;
+  std::vector<size_t> candidates() const;
+  size_t estimated_ = 0, simulated_ = 0;  // plans of the closed-form and the simulated stage
+  double estimate_s_ = 0, simulate_s_ = 0;
 };
 
 // FNV-1a, 64 bits: a fingerprint of text, stable across builds and hosts.
@@ -576,9 +578,18 @@ std::string fnv1a_hex(const std::string& text) {
   return fmt::format("{:016x}", h);
 }
 
+}  // namespace
+
+std::string SweepOptions::mode_text() const {
+  if (!two_stage()) return analytic ? "analytic" : "simulated";
+  std::string m = simulate_top > 0 ? "simulate-top " + std::to_string(simulate_top) : "simulate";
+  if (simulate_within_percent > 0) m += fmt::format(" within {}%", simulate_within_percent);
+  return m;
+}
+
 // What the rows came from, for readers of the folder (exasim plot, exasim report), with a
-// fingerprint of the base scenario's content and the dimensions that --resume compares.
-ojson sweep_meta(const SweepSpec& s) {
+// fingerprint of the base scenario's content and the dimensions that --resume and --merge compare.
+ojson sweep_meta(const SweepSpec& s, const SweepOptions& o) {
   ojson meta = ojson::object();
   meta["name"] = s.name;
   meta["file"] = s.file;
@@ -594,8 +605,31 @@ ojson sweep_meta(const SweepSpec& s) {
   meta["dimensions"] = dims;
   if (!s.validation.empty()) meta["validation"] = s.validation;
   meta["fingerprint"] = fnv1a_hex(s.base.dump() + "\n" + dims.dump());
+  meta["mode"] = o.mode_text();
+  if (!o.shard.whole()) meta["shard"] = o.shard.text();
   return meta;
 }
+
+SweepSpec spec_from_meta(const ojson& meta, const std::string& file) {
+  SweepSpec s;
+  s.file = meta.value("file", file);
+  s.name = meta.value("name", std::string("sweep"));
+  s.base_file = meta.value("base", std::string());
+  s.rank_by = meta.value("rank_by", std::string("tokens_per_s"));
+  s.validation = meta.value("validation", std::string());
+  for (const auto& j : meta.at("dimensions")) {
+    SweepDimension d;
+    d.pointer = j.at("pointer").get<std::string>();
+    d.values.assign(j.at("values").begin(), j.at("values").end());
+    if (j.contains("with"))
+      for (size_t i = 0; i < s.dimensions.size(); ++i)
+        if (s.dimensions[i].pointer == j["with"].get<std::string>()) d.leader = static_cast<int>(i);
+    s.dimensions.push_back(std::move(d));
+  }
+  return s;
+}
+
+namespace {
 
 // --resume continues only the sweep that wrote the folder: same base scenario, same dimensions.
 void check_same_sweep(const ojson& meta, const std::string& sweep_json) {
@@ -620,6 +654,10 @@ void check_same_sweep(const ojson& meta, const std::string& sweep_json) {
                             " and dimensions), got " + it->get<std::string>() +
                             ": the rows were written by another sweep (base " + old.value("base", std::string("?")) +
                             "); choose another --out");
+  const std::string shard = meta.value("shard", std::string("1/1")), had = old.value("shard", std::string("1/1"));
+  if (shard != had)
+    throw ScenarioError(sweep_json, "/shard",
+                        "expected shard " + shard + " (this run's --shard), got " + had + ": choose another --out");
 }
 
 void SweepRun::prepare() {
@@ -631,7 +669,7 @@ void SweepRun::prepare() {
   if (!o_.resume && have && !text.empty())
     throw ScenarioError(jsonl_path_, "",
                         "holds the rows of an earlier sweep: use --resume to continue it, or choose another --out");
-  const ojson meta = sweep_meta(s_);
+  const ojson meta = sweep_meta(s_, o_);
   if (o_.resume && have) {
     const JsonlContents c = read_results_jsonl(text, jsonl_path_);
     if (!c.rows.empty()) check_same_sweep(meta, (fs::path(o_.out_dir) / "sweep.json").string());
@@ -644,6 +682,7 @@ void SweepRun::prepare() {
       };
       const size_t id = r["plan"].get<size_t>();
       if (id >= n) throw bad("a plan id below " + std::to_string(n) + ": it was written by another sweep");
+      if (!o_.shard.holds(id)) throw bad("plan " + std::to_string(id) + " outside shard " + o_.shard.text());
       const ojson h = head(s_, id, "");
       for (const auto& d : s_.dimensions)
         if (!r.contains(d.pointer) || r[d.pointer] != h[d.pointer])
@@ -652,9 +691,9 @@ void SweepRun::prepare() {
       const std::string mode = r.value("mode", "");
       const bool top_row = r.contains("analytic_" + s_.rank_by);
       if (o_.analytic && mode == "simulated") throw bad("analytic rows (it was written without --analytic)");
-      if (!o_.analytic && o_.simulate_top == 0 && mode == "analytic")
+      if (!o_.analytic && !o_.two_stage() && mode == "analytic")
         throw bad("simulated rows (it was written with --analytic or --simulate-top)");
-      if (o_.simulate_top > 0 && mode == "simulated" && !top_row)
+      if (o_.two_stage() && mode == "simulated" && !top_row)
         throw bad("rows of a --simulate-top sweep (it was written without --simulate-top)");
       rows_[id] = r;
     }
@@ -708,7 +747,7 @@ void SweepRun::progress() {
     return it == counts_.end() ? size_t{0} : it->second;
   };
   std::cerr << fmt::format("\rsweep: {}/{} plans, ok {}, invalid {}, infeasible {}, error {}{}\033[K", rows_.size(),
-                           s_.plan_count(), c("ok"), c("invalid"), c("infeasible"), c("error"), eta)
+                           plans_in_shard(), c("ok"), c("invalid"), c("infeasible"), c("error"), eta)
             << std::flush;
 }
 
@@ -723,13 +762,15 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
     while (running.size() < jobs && next < plans.size()) {
       const size_t id = plans[next++];
       Scenario sc;
-      try {
-        sc = parse_scenario(plan_scenario(s_, id).dump(), s_.name + " plan " + std::to_string(id));
-      } catch (const ScenarioError& e) {
-        emit(failed_row(s_, id, "invalid", reason_of(e), ""));  // pruned: never simulated
+      ojson row;
+      if (!plan_scenario_or_row(s_, id, sc, row)) {
+        emit(std::move(row));
         continue;
-      } catch (const std::exception& e) {  // a pointer the plan's earlier values made impossible
-        emit(failed_row(s_, id, "invalid", e.what(), ""));
+      }
+      if (analytic && !o_.isolate) {  // closed form: in this process, no fork
+        row = predict_row(s_, id, sc, po);
+        if (decorate) decorate(row);
+        emit(std::move(row));
         continue;
       }
       int fd[2];
@@ -795,20 +836,107 @@ double SweepRun::analytic_value(const ojson& r) const {
 
 // Plan ids of the ok rows, best first by rank_by (ties: the lower plan id first). by_analytic:
 // ranked on the analytic estimate (a simulated row keeps it as "analytic_<rank_by>").
-std::vector<size_t> SweepRun::ranked(bool by_analytic) const {
+std::vector<size_t> SweepRun::ranked(bool by_analytic) const { return ranked_ids(s_, rows_, by_analytic); }
+
+void SweepRun::summary(std::ostream& out, size_t resumed) {
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  print_sweep_summary(s_, rows_, out);
+  if (!o_.shard.whole())
+    out << fmt::format("shard {}: {} of the {} plans\n", o_.shard.text(), plans_in_shard(), s_.plan_count());
+  out << fmt::format("{} plans in {:.1f} s: {:.1f} plans/s{}\n", plans_here_, wall_s,
+                     wall_s > 0 ? plans_here_ / wall_s : 0.0,
+                     resumed ? fmt::format(" ({} more were already in results.jsonl)", resumed) : "");
+  if (simulated_ > 0)
+    out << fmt::format("simulated {} plans in {:.1f} s: {:.2f} plans/s; the closed-form stage {:.1f} s: {:.1f} plans/s\n",
+                       simulated_, simulate_s_, simulate_s_ > 0 ? simulated_ / simulate_s_ : 0.0, estimate_s_,
+                       estimate_s_ > 0 ? estimated_ / estimate_s_ : 0.0);
+  out << fmt::format("wrote {} and {}\n", jsonl_path_, csv_path_);
+}
+
+size_t SweepRun::plans_in_shard() const {
+  const size_t n = s_.plan_count(), N = o_.shard.count, i = o_.shard.index - 1;
+  return n / N + (i < n % N ? 1 : 0);
+}
+
+// The plans worth simulating after the closed-form stage: within P % of the best estimate
+// (--simulate-within), the K best (--simulate-top), or the K best of those within P %.
+std::vector<size_t> SweepRun::candidates() const {
+  auto top = ranked(true);
+  if (o_.simulate_within_percent > 0 && !top.empty()) {
+    const double best = analytic_value(rows_.at(top.front()));
+    const double f = o_.simulate_within_percent / 100;
+    const bool larger = larger_is_better(s_.rank_by);
+    std::vector<size_t> within;
+    for (size_t id : top) {
+      const double v = analytic_value(rows_.at(id));
+      if (larger ? v >= best * (1 - f) : v <= best * (1 + f)) within.push_back(id);
+    }
+    top = within;
+  }
+  if (o_.simulate_top > 0 && top.size() > static_cast<size_t>(o_.simulate_top))
+    top.resize(static_cast<size_t>(o_.simulate_top));
+  return top;
+}
+
+int SweepRun::run(std::ostream& out) {
+  prepare();
+  const size_t resumed = rows_.size();
+  std::vector<size_t> todo;
+  for (size_t id = o_.shard.index - 1; id < s_.plan_count(); id += o_.shard.count)
+    if (!rows_.count(id)) todo.push_back(id);
+  tasks_total_ = todo.size() + static_cast<size_t>(std::max(0, o_.simulate_top));
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  if (o_.two_stage()) {
+    run_tasks(todo, true, nullptr);
+    estimate_s_ = seconds_since(t0_);
+    estimated_ = todo.size();
+    // The candidates, simulated; a simulated row keeps the estimate it was chosen on.
+    std::vector<size_t> sim;
+    std::map<size_t, double> chosen_on;
+    for (size_t id : candidates()) {
+      chosen_on[id] = analytic_value(rows_.at(id));
+      if (rows_.at(id).value("mode", "") == "analytic") sim.push_back(id);
+    }
+    tasks_total_ = tasks_done_ + sim.size();
+    const std::string key = "analytic_" + s_.rank_by;
+    const auto t1 = std::chrono::steady_clock::now();
+    run_tasks(sim, false, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
+    simulate_s_ = seconds_since(t1);
+    simulated_ = sim.size();
+  } else {
+    run_tasks(todo, o_.analytic, nullptr);
+  }
+  if (o_.progress) std::cerr << "\n";
+  close(jsonl_fd_);
+  close(csv_fd_);
+  write_sweep_results(o_.out_dir, s_, rows_);
+  summary(out, resumed);
+  return 0;
+}
+
+}  // namespace
+
+int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out) {
+  SweepRun r(s, o);
+  return r.run(out);
+}
+
+std::vector<size_t> ranked_ids(const SweepSpec& s, const std::map<size_t, ojson>& rows, bool by_analytic) {
   std::vector<std::pair<double, size_t>> v;
-  const std::string key = "analytic_" + s_.rank_by;
-  for (const auto& [id, r] : rows_) {
+  const std::string key = "analytic_" + s.rank_by;
+  for (const auto& [id, r] : rows) {
     if (by_analytic) {
       if (r.contains(key))
         v.push_back({r[key].get<double>(), id});
       else if (r["status"] == "ok" && r.value("mode", "") == "analytic")
-        v.push_back({r[s_.rank_by].get<double>(), id});
+        v.push_back({r[s.rank_by].get<double>(), id});
     } else if (r["status"] == "ok") {
-      v.push_back({r[s_.rank_by].get<double>(), id});
+      v.push_back({r[s.rank_by].get<double>(), id});
     }
   }
-  const bool larger = larger_is_better(s_.rank_by);
+  const bool larger = larger_is_better(s.rank_by);
   std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
     if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
     return a.second < b.second;
@@ -818,13 +946,31 @@ std::vector<size_t> SweepRun::ranked(bool by_analytic) const {
   return ids;
 }
 
-void SweepRun::summary(std::ostream& out, size_t resumed) {
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  out << fmt::format("sweep {}: {} plans over {} dimension(s), base {}\n", s_.name, s_.plan_count(),
-                     s_.dimensions.size(), s_.base_file);
+namespace {
+// The step-time breakdown of the best plans of a search (seconds per step, by phase).
+void print_breakdowns(const SweepSpec& s, const std::map<size_t, ojson>& rows, const std::vector<size_t>& best,
+                      std::ostream& out) {
+  static const char* const parts[] = {"forward_compute_s", "forward_communication_s", "backward_compute_s",
+                                      "backward_communication_s", "optimizer_s", "idle_s"};
+  out << fmt::format("  step-time breakdown (s): {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "plan", "step",
+                     "fwd comp", "fwd comm", "bwd comp", "bwd comm", "optimizer", "idle");
+  for (size_t i = 0; i < best.size() && i < s.top; ++i) {
+    const ojson& r = rows.at(best[i]);
+    std::string line = fmt::format("  {:>24} {:>6} {:>9.4g}", "", best[i], r["step_time_s"].get<double>());
+    for (const char* p : parts) line += fmt::format(" {:>9.4g}", r[p].get<double>());
+    out << line << "\n";
+  }
+}
+}  // namespace
+
+void print_sweep_summary(const SweepSpec& s, const std::map<size_t, ojson>& rows, std::ostream& out) {
+  out << fmt::format("sweep {}: {} plans over {} dimension(s), base {}\n", s.name, s.plan_count(),
+                     s.dimensions.size(), s.base_file);
+  std::map<std::string, size_t> by_status;
+  for (const auto& [id, r] : rows) ++by_status[r["status"].get<std::string>()];
   std::string counts;
   for (const char* k : {"ok", "invalid", "infeasible", "error"})
-    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, counts_.count(k) ? counts_.at(k) : 0);
+    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, by_status.count(k) ? by_status.at(k) : 0);
   out << "  " << counts << "\n";
   // Reasons that differ only in their numbers ("needs 97.3 GB per GPU" / "needs 120.1 GB per GPU")
   // count as one, shown with its first example.
@@ -842,7 +988,7 @@ void SweepRun::summary(std::ostream& out, size_t resumed) {
   };
   for (const char* status : {"invalid", "infeasible", "error"}) {
     std::map<std::string, std::pair<size_t, std::string>> reasons;  // blanked -> (count, first example)
-    for (const auto& [id, r] : rows_)
+    for (const auto& [id, r] : rows)
       if (r["status"] == status) {
         const std::string why = r.value("reason", "");
         auto [it, fresh] = reasons.emplace(numbers_blanked(why), std::make_pair(size_t{0}, why));
@@ -855,73 +1001,35 @@ void SweepRun::summary(std::ostream& out, size_t resumed) {
     for (size_t i = 0; i < v.size() && i < 3; ++i)
       out << fmt::format("    {:4} x {}{}\n", v[i].first, v[i].first > 1 ? "like " : "", v[i].second);
   }
-  const auto best = ranked(false);
+  const auto best = ranked_ids(s, rows, false);
   if (!best.empty()) {
-    out << fmt::format("top {} by {} ({} is better):\n", std::min<size_t>(10, best.size()), s_.rank_by,
-                       larger_is_better(s_.rank_by) ? "larger" : "smaller");
-    out << fmt::format("  {:>3} {:>6} {:>12} {:>12} {:>10}  {}\n", "#", "plan", s_.rank_by == "step_time_s" ? "tokens_per_s" : s_.rank_by,
+    out << fmt::format("top {} by {} ({} is better):\n", std::min<size_t>(s.top, best.size()), s.rank_by,
+                       larger_is_better(s.rank_by) ? "larger" : "smaller");
+    out << fmt::format("  {:>3} {:>6} {:>12} {:>12} {:>10}  {}\n", "#", "plan", s.rank_by == "step_time_s" ? "tokens_per_s" : s.rank_by,
                        "step_time_s", "mode", "values");
-    for (size_t i = 0; i < best.size() && i < 10; ++i) {
-      const ojson& r = rows_.at(best[i]);
+    for (size_t i = 0; i < best.size() && i < s.top; ++i) {
+      const ojson& r = rows.at(best[i]);
       std::string values;
-      for (const auto& d : s_.dimensions) {
+      for (const auto& d : s.dimensions) {
         const std::string name = d.pointer.substr(d.pointer.find_last_of('/') + 1);
         values += fmt::format("{}{}={}", values.empty() ? "" : " ", name, r[d.pointer].dump());
       }
-      const std::string shown = s_.rank_by == "step_time_s" ? "tokens_per_s" : s_.rank_by;
+      const std::string shown = s.rank_by == "step_time_s" ? "tokens_per_s" : s.rank_by;
       out << fmt::format("  {:>3} {:>6} {:>12.5g} {:>12.5g} {:>10}  {}\n", i + 1, best[i], r[shown].get<double>(),
                          r["step_time_s"].get<double>(), r.value("mode", ""), values);
     }
+    if (s.search) print_breakdowns(s, rows, best, out);
   }
-  out << fmt::format("{} plans in {:.1f} s: {:.1f} plans/s{}\n", plans_here_, wall_s,
-                     wall_s > 0 ? plans_here_ / wall_s : 0.0,
-                     resumed ? fmt::format(" ({} more were already in results.jsonl)", resumed) : "");
-  out << fmt::format("wrote {} and {}\n", jsonl_path_, csv_path_);
+  if (!s.search_note.empty()) out << "  " << s.search_note << "\n";
 }
 
-int SweepRun::run(std::ostream& out) {
-  prepare();
-  const size_t resumed = rows_.size();
-  std::vector<size_t> todo;
-  for (size_t id = 0; id < s_.plan_count(); ++id)
-    if (!rows_.count(id)) todo.push_back(id);
-  tasks_total_ = todo.size() + static_cast<size_t>(std::max(0, o_.simulate_top));
-  if (o_.simulate_top > 0) {
-    run_tasks(todo, true, nullptr);
-    // The K best analytic estimates, simulated; a simulated row keeps the estimate it was chosen on.
-    auto top = ranked(true);
-    if (top.size() > static_cast<size_t>(o_.simulate_top)) top.resize(static_cast<size_t>(o_.simulate_top));
-    std::vector<size_t> sim;
-    std::map<size_t, double> chosen_on;
-    for (size_t id : top) {
-      chosen_on[id] = analytic_value(rows_.at(id));
-      if (rows_.at(id).value("mode", "") == "analytic") sim.push_back(id);
-    }
-    tasks_total_ = tasks_done_ + sim.size();
-    const std::string key = "analytic_" + s_.rank_by;
-    run_tasks(sim, false, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
-  } else {
-    run_tasks(todo, o_.analytic, nullptr);
-  }
-  if (o_.progress) std::cerr << "\n";
-  close(jsonl_fd_);
-  close(csv_fd_);
-  // Sorted by plan id, each file written whole and renamed into place.
-  std::string jsonl, csv = csv_header(s_);
-  for (const auto& [id, r] : rows_) {
+void write_sweep_results(const std::string& dir, const SweepSpec& s, const std::map<size_t, ojson>& rows) {
+  std::string jsonl, csv = csv_header(s);
+  for (const auto& [id, r] : rows) {
     jsonl += row_line(r);
-    csv += csv_line(s_, r);
+    csv += csv_line(s, r);
   }
-  write_files_atomically(o_.out_dir, {{"results.jsonl", jsonl}, {"results.csv", csv}});
-  summary(out, resumed);
-  return 0;
-}
-
-}  // namespace
-
-int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out) {
-  SweepRun r(s, o);
-  return r.run(out);
+  write_files_atomically(dir, {{"results.jsonl", jsonl}, {"results.csv", csv}});
 }
 
 }  // namespace exasim

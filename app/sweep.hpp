@@ -18,6 +18,7 @@
 // `exasim plot scaling` finds it and draws the published points.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -43,6 +44,12 @@ struct SweepSpec {
   std::vector<SweepDimension> dimensions;
   std::string rank_by = "tokens_per_s";
   std::string validation;  // a validation case id, or empty
+  // A search (app/plan_search.hpp): the valid plans under the constraints, enumerated into one
+  // free dimension (tensor_parallel) and the others linked to it; the summary shows `top` plans
+  // with their step-time breakdown. search_note: how many combinations were ruled out and why.
+  bool search = false;
+  size_t top = 10;
+  std::string search_note;
   size_t plan_count() const;  // the product of the free (not linked) dimensions' sizes
 };
 
@@ -93,15 +100,49 @@ struct JsonlContents {
 };
 JsonlContents read_results_jsonl(const std::string& text, const std::string& file);
 
+// Shard i of N of a sweep's plans (app/sweep_shard.hpp): the plan ids p with p % N == i - 1.
+struct ShardSpec {
+  size_t index = 1;  // 1-based
+  size_t count = 1;  // 1: the whole sweep
+  bool whole() const { return count == 1; }
+  bool holds(size_t plan) const { return plan % count == index - 1; }
+  std::string text() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+
 struct SweepOptions {
   std::string out_dir;
   int jobs = 1;
   bool resume = false;
   bool analytic = false;
   int simulate_top = 0;  // > 0: analytic everywhere, then the K best simulated
+  // > 0: analytic everywhere, then every plan whose estimate is within this many percent of the
+  // best estimate simulated (with simulate_top too: the K best of those).
+  double simulate_within_percent = 0;
+  ShardSpec shard;
+  std::string profile_arg;  // --profile as given (a Slurm job's tasks pass it on)
+  bool two_stage() const { return simulate_top > 0 || simulate_within_percent > 0; }
+  // How the rows were made ("simulated", "analytic", "simulate-top 10", "simulate-top 10 within 5%"):
+  // recorded in DIR/sweep.json; the merge joins only shards made the same way.
+  std::string mode_text() const;
   PredictOptions predict;
   bool progress = false;  // a redrawn progress line on stderr
+  // Closed-form estimates each in a forked process (as before they ran in the sweep's own
+  // process); the simulations always are. For comparing the two.
+  bool isolate = false;
 };
+
+// DIR/sweep.json's content for a sweep run with `o`: the sweep's name, base, dimensions, mode,
+// shard and the fingerprint of its base scenario and dimensions (what --resume and --merge compare).
+ojson sweep_meta(const SweepSpec& s, const SweepOptions& o);
+// The SweepSpec that a sweep.json describes (no base scenario: enough for rows, CSV and summary).
+SweepSpec spec_from_meta(const ojson& meta, const std::string& file);
+// Plan ids of the ok rows, best first by s.rank_by (ties: the lower plan id first); by_analytic:
+// by the closed-form estimate (a simulated row keeps it as "analytic_<rank_by>").
+std::vector<size_t> ranked_ids(const SweepSpec& s, const std::map<size_t, ojson>& rows, bool by_analytic);
+// The counts, the most common reasons and the ten best rows, as `exasim sweep` prints them.
+void print_sweep_summary(const SweepSpec& s, const std::map<size_t, ojson>& rows, std::ostream& out);
+// Writes DIR/results.jsonl and DIR/results.csv (rows sorted by plan id), each whole and renamed into place.
+void write_sweep_results(const std::string& dir, const SweepSpec& s, const std::map<size_t, ojson>& rows);
 
 // Runs the sweep; writes the results and prints the summary on `out`. Returns the exit status.
 int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out);

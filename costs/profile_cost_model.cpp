@@ -27,14 +27,17 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // FlashAttention: no host kernel runs it; its device file's published best case.
   if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
-  const double rel = host_->relative(w.kernel, w.precision, w.shape);
+  // An fp8 GEMM: no host kernel runs fp8; its shape's efficiency relative to the best case is
+  // taken from the 16-bit GEMM of the same shape (the device file gives the fp8 best case).
+  const Precision host_precision = w.precision == Precision::fp8 ? Precision::fp16 : w.precision;
+  const double rel = host_->relative(w.kernel, host_precision, w.shape);
   if (!(rel > 0 && rel <= 1))
     throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
                                        to_string(w.precision), rel));
   const double bandwidth_Bps = device_.bandwidth_Bps(w.kernel_class());
   if (w.kernel_class() == KernelClass::gemm)
     return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel), w.bytes / bandwidth_Bps);
-  return std::max(w.flops / peak, w.bytes / (bandwidth_Bps * rel));
+  return std::max(w.flops / peak, device_.streamed_bytes(w) / (bandwidth_Bps * rel));
 }
 
 std::string ProfileCostModel::describe() const { return "profile:" + device_.name; }

@@ -11,6 +11,7 @@ const char* to_string(Precision p) {
     case Precision::fp64: return "fp64";
     case Precision::fp32: return "fp32";
     case Precision::fp16: return "fp16";
+    case Precision::fp8: return "fp8";
   }
   return "?";
 }
@@ -45,7 +46,7 @@ const char* to_string(Kernel k) {
   return "?";
 }
 std::optional<Precision> precision_from_string(std::string_view s) {
-  for (Precision p : {Precision::fp64, Precision::fp32, Precision::fp16})
+  for (Precision p : {Precision::fp64, Precision::fp32, Precision::fp16, Precision::fp8})
     if (s == to_string(p)) return p;
   return std::nullopt;
 }
@@ -67,6 +68,7 @@ double bytes_per_element(Precision p) {
     case Precision::fp64: return 8;
     case Precision::fp32: return 4;
     case Precision::fp16: return 2;
+    case Precision::fp8: return 1;
   }
   return 4;
 }
@@ -152,6 +154,20 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::flash_attention: return {2 * c * a * a * b * batch, (c <= 2 ? 4 : 8) * a * b * e * batch};
   }
   return {};
+}
+
+double fused_bytes(Kernel k, const KernelShape& s, Precision p) {
+  const double e = bytes_per_element(p);
+  const double a = double(s.dims[0]), b = double(s.dims[1]);
+  switch (k) {
+    case Kernel::gelu:
+    case Kernel::im2col: return 0;
+    case Kernel::residual_add: return a * e;
+    case Kernel::softmax: return a * b * e;
+    case Kernel::layer_norm:
+    case Kernel::batch_norm: return (a * b + 2 * b) * e;
+    default: return nominal_work(k, s, p).bytes;
+  }
 }
 
 }  // namespace exasim

@@ -10,7 +10,9 @@
 
 namespace exasim {
 
-enum class Precision { fp64, fp32, fp16 };
+// fp8: Hopper's 8-bit tensor-core GEMM inputs (E4M3/E5M2, Transformer Engine); only GEMMs run in
+// it (a device file gives its peak and GEMM efficiency), their outputs and every other kernel stay 16-bit.
+enum class Precision { fp64, fp32, fp16, fp8 };
 
 // Kernel classes the cost model distinguishes.
 // optimizer_update: the optimizer's element-wise pass over the parameter buffers, memory-bound
@@ -103,5 +105,16 @@ struct NominalWork {
   double bytes = 0;
 };
 NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p);
+
+// The bytes a memory-bound kernel still moves to and from memory when a fusing compiler (XLA on
+// a TPU) compiles it into its neighbours: producer-consumer fusion applies an element-wise op
+// as its producer writes its operand or as its consumer reads it, so GELU makes no pass of its
+// own and a residual add only reads its second operand (the skip connection); a row reduction
+// (softmax, layer norm, batch norm) must see its whole input before its result can be applied,
+// so its statistics are one read pass of the rows (and the scale and shift), and the apply
+// (normalise, scale-shift, ReLU, exponentiate and divide) is fused into the consumer's read;
+// im2col vanishes under an implicit-GEMM convolution (the window is read in place). Other
+// kernels (pooling windows, the MoE gate and permutation, Adam) keep their nominal bytes.
+double fused_bytes(Kernel k, const KernelShape& s, Precision p);
 
 }  // namespace exasim

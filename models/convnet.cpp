@@ -132,15 +132,16 @@ namespace {
 // Emits the ops of one data-parallel replica, one serial stream (forward, backward, update).
 class ConvNetGraph {
  public:
-  ConvNetGraph(StepGraph& g, double images, int cores, Precision p, bool distributed_bn)
-      : b_(g), images_(images), cores_(cores), p_(p), dbn_(distributed_bn) {}
+  ConvNetGraph(StepGraph& g, double images, ConvNetDevice device, Precision p, bool distributed_bn)
+      : b_(g), images_(images), cores_(device.cores), im2col_(!device.implicit_gemm_convolution), p_(p),
+        dbn_(distributed_bn) {}
 
   void forward(const CnnLayer& l) {
     const std::string n = l.name + ".fwd";
     const double pixels = images_ * l.out_pixels();
     switch (l.op) {
       case CnnOp::conv:
-        if (l.kernel > 1 || l.stride > 1) last_ = window(n + ".im2col", "im2col", Phase::forward, Kernel::im2col, l);
+        if (patches(l)) last_ = window(n + ".im2col", "im2col", Phase::forward, Kernel::im2col, l);
         last_ = b_.gemm(n + ".gemm", "conv", Phase::forward, p_, p_, conv_gemm(l), last_);
         break;
       case CnnOp::batch_norm:
@@ -169,13 +170,13 @@ class ConvNetGraph {
     switch (l.op) {
       case CnnOp::conv: {
         const KernelShape f = conv_gemm(l);
-        const bool patches = l.kernel > 1 || l.stride > 1;
+        const bool im2col = patches(l);
         if (!first_layer) {  // the image needs no gradient
           last_ = b_.gemm(n + ".dgrad", "conv.dgrad", Phase::backward, p_, p_,
                           gemm_shape(f.dims[0], f.dims[2], f.dims[1], f.batch), last_);
-          if (patches) last_ = window(n + ".col2im", "col2im", Phase::backward, Kernel::im2col, l);
+          if (im2col) last_ = window(n + ".col2im", "col2im", Phase::backward, Kernel::im2col, l);
         }
-        if (patches) last_ = window(n + ".im2col", "im2col", Phase::backward, Kernel::im2col, l);
+        if (im2col) last_ = window(n + ".im2col", "im2col", Phase::backward, Kernel::im2col, l);
         last_ = b_.gemm(n + ".wgrad", "conv.wgrad", Phase::backward, p_, p_,
                         gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch), last_);
         break;
@@ -218,6 +219,9 @@ class ConvNetGraph {
   double model_flops() const { return b_.model_flops(); }
 
  private:
+  // Whether the convolution gathers its windows into a patch matrix: an im2col convolution whose
+  // window is not a single stride-1 pixel.
+  bool patches(const CnnLayer& l) const { return im2col_ && (l.kernel > 1 || l.stride > 1); }
   // One core's im2col GEMM: its images' output pixels x C_out x k^2 C_in, `cores` of them.
   KernelShape conv_gemm(const CnnLayer& l) const {
     return gemm_shape(images_ / cores_ * l.out_pixels(), l.out_channels, double(l.in_channels) * l.kernel * l.kernel,
@@ -240,6 +244,7 @@ class ConvNetGraph {
   GraphBuilder b_;
   double images_;
   int cores_;
+  bool im2col_;
   Precision p_;
   bool dbn_;
   long last_ = -1;
@@ -282,16 +287,16 @@ void place_data_parallel(Workload& w, int replicas, int bn_group) {
 }  // namespace
 
 ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy precision, const ParallelPlan& plan,
-                                       int cores_per_device) {
+                                       ConvNetDevice device) {
   // The plan rules the scenario parser applies, less the machine's (models/plan_rules.hpp).
-  if (auto problem = convnet_plan_problem(plan, precision, nullptr, cores_per_device))
+  if (auto problem = convnet_plan_problem(plan, precision, nullptr, device.cores))
     throw std::invalid_argument(problem->text());
   const std::vector<CnnLayer> layers = convnet_layers(spec);
   const double images = double(plan.global_batch) / plan.data;
   const Precision p = precision == PrecisionPolicy::fp32 ? Precision::fp32 : Precision::fp16;
   ConvNetWorkload out;
   place_data_parallel(out.workload, plan.data, plan.batch_norm_group);
-  ConvNetGraph g(out.workload.programs[0], images, cores_per_device, p, plan.batch_norm_group > 1);
+  ConvNetGraph g(out.workload.programs[0], images, device, p, plan.batch_norm_group > 1);
   for (const CnnLayer& l : layers) g.forward(l);
   g.loss(spec.classes);
   for (size_t i = layers.size(); i-- > 0;) g.backward(layers[i], i == 0);

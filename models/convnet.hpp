@@ -9,7 +9,8 @@
 // the GEMM alone. Backward: the data-gradient GEMM [b H_o W_o x k^2 C_in x C_out] and its col2im
 // (costed as an im2col of the same shape: the same rows moved the other way), the im2col of the
 // input again and the weight-gradient GEMM [k^2 C_in x C_out x b H_o W_o]; the stem has no data
-// gradient. A device with c cores (a TPU v3 chip's two TensorCores) runs each GEMM as c
+// gradient. On a device whose compiler runs convolutions as implicit GEMMs (XLA on a TPU's
+// matrix units) the windows are read in place: no im2col or col2im ops, the same GEMMs. A device with c cores (a TPU v3 chip's two TensorCores) runs each GEMM as c
 // independent products of b / c images (the GEMM's batch), so that its shape is one core's.
 // Batch norm and its ReLU are one memory-bound pass pair forward (statistics, then normalise)
 // and two backward (the reductions, then the input gradient). Distributed batch norm (Ying et
@@ -68,12 +69,18 @@ struct ConvNetWorkload {
   DeviceMemory memory;
 };
 
+// What the device does with a convolution: its cores split each GEMM's images (the GEMM's
+// batch); an implicit-GEMM convolution needs no im2col.
+struct ConvNetDevice {
+  int cores = 1;
+  bool implicit_gemm_convolution = false;
+};
+
 // The plan: data_parallel replicas (one per device), global_batch images, zero_stage 0 or 1
-// (weight-update sharding), batch_norm_group. `cores_per_device` splits each GEMM's images (the
-// GEMM's batch). Throws std::invalid_argument for a plan the model cannot take (tensor, pipeline
+// (weight-update sharding), batch_norm_group. Throws std::invalid_argument for a plan the model cannot take (tensor, pipeline
 // or expert parallelism, a batch the replicas or cores do not divide, a batch-norm group that does
 // not divide the replicas).
 ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy precision, const ParallelPlan& plan,
-                                       int cores_per_device);
+                                       ConvNetDevice device);
 
 }  // namespace exasim

@@ -30,7 +30,7 @@ GraphSizeEstimate estimate_graph_size(const ModelSpec& m, const TrainingSpec& t,
     return e;
   }
   const double pipeline = plan.pipeline, chunks = plan.virtual_stages;
-  const double layers_per_device = double(m.layers) / pipeline;
+  const double layers_per_device = (double(m.layers) + 2.0 * m.decoder_layers) / pipeline;  // (a decoder layer: two attentions)
   const double micro_batches = double(plan.global_batch) / (double(plan.micro_batch) * plan.data);
   const double passes = 2 * micro_batches * chunks;  // each micro-batch's forward and backward of each chunk
   const double layer_pass = kOpsPerLayerPass + kOpsPerContextStep * (double(plan.context) - 1);

@@ -8,6 +8,7 @@
 #include "models/pipeline_schedule.hpp"
 #include "models/precision.hpp"
 #include "models/tensor_parallel.hpp"
+#include "models/transformer_parameters.hpp"
 
 namespace exasim {
 
@@ -43,6 +44,7 @@ struct Sizes {
   double kvf;      // grouped-query attention: key/value heads over heads (K and V are kvf sbh each)
   bool swiglu;     // SwiGLU keeps gate, up and their product (3 sb d_ff) instead of GELU's 2
   bool flash;      // FlashAttention keeps no s x s scores, only the softmax's fp32 log-sum-exp per row
+  bool dropout;    // dropout masks and the scores' dropout output kept (probability > 0)
 };
 Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   Sizes z;
@@ -59,6 +61,7 @@ Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   z.kvf = double(m.key_value_heads()) / m.heads;
   z.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
   z.flash = p.attention == ParallelPlan::Attention::flash;
+  z.dropout = m.dropout_probability() > 0;
   return z;
 }
 
@@ -68,7 +71,7 @@ struct LayerActivations {
   double whole = 0, split = 0, scores = 0;
 };
 LayerActivations inventory(const Sizes& z) {
-  const double sbh = z.s * z.b * z.h, mask = 1;  // dropout masks: 1 byte per element
+  const double sbh = z.s * z.b * z.h, mask = z.dropout ? 1 : 0;  // dropout masks: 1 byte per element
   LayerActivations x;
   x.whole = 2 * z.e * sbh      // two layer norms' inputs
             + z.e * sbh        // QKV input
@@ -78,7 +81,8 @@ LayerActivations inventory(const Sizes& z) {
             + 2 * z.e * sbh * z.kvf   // K, V
             + z.e * sbh               // projection input
             + (z.swiglu ? 3 : 2) * z.ef * z.s * z.b * z.ff * z.rows_ff;  // GELU input and output (SwiGLU: gate, up, product)
-  x.scores = (2 * z.e + mask) * z.a * z.s * z.s * z.b;  // softmax output, its dropout mask, dropout output
+  // softmax output, its dropout mask and the dropout output (without dropout: the softmax output only)
+  x.scores = ((z.dropout ? 2 : 1) * z.e + mask) * z.a * z.s * z.s * z.b;
   // FlashAttention (Dao et al.): the scores stay on chip; the backward keeps the output (the
   // projection input, already counted) and the fp32 log-sum-exp of each row.
   if (z.flash) {
@@ -122,21 +126,23 @@ struct DeviceParameters {
 };
 DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
                                             const TensorLayout& l, int stage) {
-  const double h = m.d_model, ff = m.d_ff, V = m.vocab, s = t.seq_len;
-  // Megatron-LM's count per layer: attention 4h^2 + 4h, layer norms 4h; MLP 2 h d_ff + d_ff + h;
-  // an MoE layer has E such experts and a gate h E (as models/transformer.cpp).
-  // Grouped-query attention: K and V are h x (kv h/a); SwiGLU: 3 h d_ff, no biases.
-  const double attn = 2 * h * h + 2 * h * h * m.key_value_heads() / m.heads + 8 * h;
-  const double ffn = m.ffn == ModelSpec::Ffn::swiglu ? 3 * h * ff : 2 * h * ff + ff + h;
-  const double layers_here = layers_on_stage(m.layers, p, stage);
+  const double h = m.d_model, V = m.vocab, s = t.seq_len;
+  // Per layer as models/transformer_parameters.hpp counts them (dense or MoE, encoder or decoder).
   const double frac = l.parameter_fraction();
-  const double per_layer = (m.dense() ? attn + ffn : attn + h * m.experts_per_layer) * frac;
-  double dense = layers_here * per_layer;
-  const double experts = m.dense() ? 0 : layers_here * double(m.experts_per_layer) / p.expert * ffn;
+  double dense = 0, experts = 0, per_layer = 0;
+  for (int c = 0; c < p.virtual_stages; ++c) {
+    const int vs = c * p.pipeline + stage, first = first_layer_of_chunk(m.total_layers(), p, vs);
+    for (int i = first; i < first + layers_on_chunk(m.total_layers(), p, vs); ++i) {
+      dense += layer_dense_parameters(m, i) * frac;
+      experts += layer_expert_parameters(m, i) / p.expert;
+      per_layer = std::max(per_layer, layer_dense_parameters(m, i) * frac);
+    }
+  }
   // The word embedding (split like a weight) and the position embedding on the first stage;
-  // the last stage holds the tied word embedding's copy for the logits.
-  if (stage == 0 && V > 0) dense += V * h * frac + s * h;
+  // the last stage holds the tied word embedding's copy for the logits, and BERT's heads.
+  if (stage == 0 && V > 0) dense += V * h * frac + embedding_parameters(m, s) - V * h;
   if (stage == p.pipeline - 1 && (p.pipeline > 1 || !m.tied_embeddings)) dense += V * h * frac;  // (untied: its own)
+  if (stage == p.pipeline - 1) dense += head_parameters(m) * frac;
   return {dense, experts, per_layer};
 }
 
@@ -207,10 +213,12 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   out.parameters_bytes = d.parameters_bytes + x.parameters_bytes;
   out.gradients_bytes = d.gradients_bytes + x.gradients_bytes;
   (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) = d.optimizer_bytes + x.optimizer_bytes;
+  // fp8: each layer weight's fp8 copy and its transpose (1 + 1 bytes), kept for the step.
+  if (t.precision == PrecisionPolicy::fp8) out.parameters_bytes += 2 * layers_on_stage(m.layers, p, stage) * dp.dense_per_layer;
 
   // Activations.
   out.in_flight_micro_batches = in_flight_micro_batches(p, stage);
-  const double layers_here = layers_on_stage(m.layers, p, stage);
+  const double layers_here = layers_on_stage(m.total_layers(), p, stage);
   const LayerMemory lm = layer_memory(z, p, l);
   out.layer_activations_bytes = lm.stored;
   out.activations_bytes = lm.stored * layers_here * out.in_flight_micro_batches + lm.working;
@@ -219,7 +227,8 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const bool one_d = l.mode == TensorMode::one_d;
   const double act_frac = one_d ? 1.0 / l.sequence_split() : l.activation_fraction();
   const double vocab_frac = one_d ? 1.0 / l.size : l.activation_fraction();
-  if (stage == 0 && z.V > 0) out.embedding_logits_bytes += out.in_flight_micro_batches * (z.e + 1) * z.s * z.b * z.h * act_frac;
+  if (stage == 0 && z.V > 0)
+    out.embedding_logits_bytes += out.in_flight_micro_batches * (z.e + (z.dropout ? 1 : 0)) * z.s * z.b * z.h * act_frac;
   if (stage == p.pipeline - 1) out.embedding_logits_bytes += out.in_flight_micro_batches * 4 * z.s * z.b * z.V * vocab_frac;
 
   // Communication buffers: the largest single collective's.
@@ -245,6 +254,12 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   out.total_bytes = out.parameters_bytes + out.gradients_bytes + out.optimizer_state_bytes + out.activations_bytes +
                     out.embedding_logits_bytes + out.communication_buffers_bytes;
   return out;
+}
+
+double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters) {
+  const StateBytes shared = state_bytes(precision, false), experts = state_bytes(precision, true);
+  return (parameters - expert_parameters) * (shared.parameter + shared.optimizer) +
+         expert_parameters * (experts.parameter + experts.optimizer);
 }
 
 DeviceMemory worst_stage_memory(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {

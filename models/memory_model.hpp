@@ -18,6 +18,9 @@
 //   supernode under the hierarchical reduction (supernode_ranks). A model without a vocabulary
 //   (BaGuaLu's) has no embedding.
 //   offload_optimizer moves the optimizer state to host memory (host_optimizer_state_bytes).
+//   fp8 (Transformer Engine) counts as bf16 mixed precision plus, in the parameters, the fp8 copy
+//   of each layer weight and its transpose (2 bytes per layer parameter on the device, not
+//   sharded; the embeddings and the logits stay 16-bit). Activations are counted in bf16.
 //   2.5-D tensor parallelism replicates the weights on its d layers (parameter memory 1/q^2).
 //
 // Activations (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
@@ -27,6 +30,7 @@
 //              the dropout output e as^2b, V e sbh, projection input e sbh, dropout mask sbh;
 //   MLP:       FFN1 input e sbh, GELU input and output 2e sb d_ff, dropout mask sbh;
 //   two layer norms' inputs 2e sbh.
+//   Without dropout (model.dropout 0) the masks and the dropout output are not kept.
 //   With e = 2 and d_ff = 4h this is Korthikanti's sbh(34 + 5as/h); fp32 (e = 4) follows the
 //   same inventory. An MoE layer's GELU terms run on cf k sb rows (GShard capacity).
 //   1-D tensor parallelism (t, no sequence parallelism): the layer norms' inputs, the QKV and
@@ -118,6 +122,12 @@ double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& traini
 // Throws std::invalid_argument when the plan cannot be laid out (see tensor_layout), its schedule
 // cannot run (see pipeline_order) or the stage is out of range.
 DeviceMemory device_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan, int stage);
+
+// Bytes of a checkpoint of the whole model: every parameter once, its working copy and its
+// optimizer state (Adam's two fp32 moments and the fp32 master copy where the precision mode keeps
+// one; the experts' row for expert_parameters, the shared row for the rest), as state_bytes
+// counts them per device before ZeRO partitioning. Gradients are not saved.
+double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters);
 
 // The largest-total stage.
 DeviceMemory worst_stage_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);

@@ -1,5 +1,6 @@
 // The MoE model, training settings and parallel plan as a scenario describes them.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "models/convnet_spec.hpp"
@@ -47,7 +48,34 @@ struct ModelSpec {
   Ffn ffn = Ffn::gelu;
   // Tied: the logits reuse the word embedding's matrix (GPT, Megatron); untied: their own V x d.
   bool tied_embeddings = true;
+  // Dropout probability (Megatron's attention_dropout and hidden_dropout, 0.1 by default): under
+  // standard attention the s x s scores' dropout is a kernel of its own (FlashAttention fuses
+  // it), and the memory model keeps its masks; 0 removes both (Llama trains without dropout).
+  std::optional<double> dropout;  // unset: 0.1
+  double dropout_probability() const { return dropout.value_or(0.1); }
   bool dense() const { return experts_per_layer == 0; }
+  // The family, in one layer vocabulary: decoder-only (GPT, causal self-attention, the logits
+  // over every token), encoder-only (BERT: the same layers, a masked-LM head on the masked
+  // tokens and a next-sentence head) or encoder-decoder (T5, GShard, Switch: `layers` encoder
+  // layers, then `decoder_layers` decoder layers that add cross-attention over the encoder's
+  // output; the logits over the decoder's tokens).
+  enum class Architecture { decoder, encoder, encoder_decoder };
+  Architecture architecture = Architecture::decoder;
+  int decoder_layers = 0;         // encoder_decoder only
+  int total_layers() const { return layers + decoder_layers; }
+  bool is_decoder_layer(int l) const { return architecture == Architecture::encoder_decoder && l >= layers; }
+  // MoE models: every moe_every-th layer of the encoder and of the decoder is an MoE layer, the
+  // others dense (GShard and Switch: 2, the second of each pair); 1: every layer.
+  int moe_every = 1;
+  bool is_moe_layer(int l) const {
+    if (dense()) return false;
+    const int i = is_decoder_layer(l) ? l - layers : l;
+    return (i + 1) % moe_every == 0;
+  }
+  // Encoder-only: the fraction of the tokens the masked-LM head predicts (BERT: 15 %) and the
+  // next-sentence head (a pooler d x d on the first token and a 2-way classifier).
+  double masked_fraction = 0.15;
+  bool next_sentence = true;
 };
 
 // fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision ("layerwise"); apex_o1,
@@ -55,7 +83,9 @@ struct ModelSpec {
 // table); fp16: Megatron-LM's mixed precision (GEMMs and activations in fp16, fp32 master
 // weights and Adam state; general plans); bf16: as fp16 in bfloat16, which runs at the same
 // tensor-core rate as fp16 on A100 and H100 (their datasheets' dense peaks; general plans).
-enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2 };
+// fp8 (general plans): Transformer Engine's recipe, bf16 training with the linears' GEMMs in fp8
+// (models/transformer.hpp).
+enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2, fp8 };
 const char* to_string(PrecisionPolicy p);
 
 enum class GradSync { after_backward, overlap };

@@ -56,6 +56,9 @@ struct ParallelPlan {
   // replicas (as in DeepSpeed-MoE and BaGuaLu): `data` must be a multiple of `expert`.
   int expert = 1;
   int zero_stage = 0;        // ZeRO 0 (plain data parallel) .. 3
+  // ZeRO 3 only (DeepSpeed's stage-3 prefetch): a layer's parameter all-gather starts when the
+  // layer before it starts computing, one layer ahead, instead of after it.
+  bool prefetch_parameters = false;
   // Megatron's distributed optimizer (the scenario sets zero_stage 1 with it): gradients
   // reduce-scattered, optimizer state sharded, parameters all-gathered; model states as ZeRO 1.
   bool distributed_optimizer = false;

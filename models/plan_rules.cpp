@@ -1,5 +1,6 @@
 #include "models/plan_rules.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,8 @@ std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // Mixture-of-experts and attention shapes against the plan.
 Problem general_model_problem(const ModelSpec& m, const ParallelPlan& p) {
+  if (m.architecture == ModelSpec::Architecture::encoder_decoder && p.pipeline != 1)
+    return problem("/plan/pipeline_parallel", "expected 1: an encoder-decoder model runs without pipeline stages here");
   if (!m.dense()) {
     if (p.tensor != 1)
       return problem("/plan/tensor_parallel",
@@ -57,6 +60,15 @@ Problem half_precision_problem(PrecisionPolicy precision, const PlanMachine& mc)
                                             " lacks " + (!mc.fp16_peak ? "peak_flops_per_s.fp16" : "gemm_efficiency.fp16"));
 }
 
+// fp8 runs the linears' GEMMs on the device's fp8 tensor cores: its peak and GEMM efficiency.
+Problem fp8_problem(PrecisionPolicy precision, const PlanMachine& mc) {
+  if (precision != PrecisionPolicy::fp8 || (mc.fp8_peak && mc.fp8_gemm)) return std::nullopt;
+  return problem("/training/precision", "expected \"bf16\" (or \"fp16\", \"fp32\"): precision \"fp8\" needs the "
+                                        "device's peak_flops_per_s.fp8 and gemm_efficiency.fp8, and device " +
+                                            quoted(mc.device_name) + " of machine " + quoted(mc.name) + " lacks " +
+                                            (!mc.fp8_peak ? "peak_flops_per_s.fp8" : "gemm_efficiency.fp8"));
+}
+
 // Precision, attention kernel and optimizer placement against the machine (when given).
 Problem general_precision_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
                                   const PlanMachine* mc) {
@@ -69,6 +81,8 @@ Problem general_precision_problem(const ModelSpec& m, const TrainingSpec& t, con
                    "expected \"fp16\" or \"fp32\": \"mixed\" is BaGuaLu's layer-wise policy for the MoDa layouts");
   if (mc)
     if (auto bad = half_precision_problem(t.precision, *mc)) return bad;
+  if (mc)
+    if (auto bad = fp8_problem(t.precision, *mc)) return bad;
   if (m.dense() && p.expert != 1) return problem("/plan/expert_parallel", "expected 1: a dense model has no experts");
   if (p.paro)
     return problem("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
@@ -111,6 +125,8 @@ Problem context_parallel_problem(const ModelSpec& m, const TrainingSpec& t, cons
   if (p.context < 1) return problem(at, "expected a positive integer, got " + num(p.context));
   if (p.context == 1) return std::nullopt;
   if (!m.dense()) return problem(at, "expected 1: context parallelism is modelled for dense models, not experts");
+  if (m.architecture == ModelSpec::Architecture::encoder_decoder)
+    return problem(at, "expected 1: context parallelism is modelled for decoder-only and encoder-only models");
   if (p.tensor_mode != TensorMode::one_d)
     return problem(at, "expected 1: context parallelism is modelled with Megatron's 1-D tensor parallelism");
   if (p.attention != ParallelPlan::Attention::flash)
@@ -133,6 +149,11 @@ Problem general_split_problem(const ModelSpec& m, const TrainingSpec& t, const P
     return problem("/plan/distributed_optimizer", "expected false: data_parallel and context_parallel are 1, so there "
                                                   "are no replicas to shard the optimizer state over");
   if (auto bad = context_parallel_problem(m, t, p)) return bad;
+  if (p.prefetch_parameters && (p.zero_stage != 3 || p.gradient_replicas() == 1))
+    return problem("/plan/prefetch_parameters", "expected false: parameters are prefetched under ZeRO stage 3 with "
+                                                "replicas to gather from (zero_stage " + num(p.zero_stage) +
+                                                    ", data_parallel x context_parallel " +
+                                                    num(p.gradient_replicas()) + ")");
   if (p.sequence_parallel && p.tensor_mode != TensorMode::one_d)
     return problem("/plan/sequence_parallel", std::string("expected false: sequence parallelism splits Megatron's 1-D "
                                                           "tensor group along the sequence; ") +
@@ -213,6 +234,12 @@ Problem moda_model_problem(const ModelSpec& m, const PlanMachine& mc) {
     return problem("/model/experts_per_layer", "expected a positive integer: the MoDa layouts need an MoE model");
   if (m.kv_heads != 0)
     return problem("/model/kv_heads", "expected no kv_heads: grouped-query attention is simulated with general plans");
+  if (m.architecture != ModelSpec::Architecture::decoder)
+    return problem("/model/architecture",
+                   "expected \"decoder\": encoder and encoder-decoder models are simulated with general plans");
+  if (m.moe_every != 1)
+    return problem("/model/moe_every",
+                   "expected 1: the MoDa layouts make every layer an MoE layer (moe_every goes with general plans)");
   if (m.ffn != ModelSpec::Ffn::gelu)
     return problem("/model/ffn", "expected \"gelu\": SwiGLU is simulated with general plans");
   if (!m.tied_embeddings)
@@ -292,6 +319,28 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
   if (auto bad = general_split_problem(m, t, p)) return bad;
   if (auto bad = pipeline_problem(m, p)) return bad;
   return batch_and_devices_problem(p, machine);
+}
+
+std::optional<PlanProblem> transformer_family_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
+                                                      int cores) {
+  using A = ModelSpec::Architecture;
+  if (m.architecture == A::encoder_decoder && p.pipeline != 1)
+    return problem("/plan/pipeline_parallel", "expected 1: an encoder-decoder model runs without pipeline stages here");
+  if (m.architecture == A::encoder_decoder && m.decoder_layers < 1)
+    return problem("/model/decoder_layers", "expected a positive integer: an encoder-decoder model has decoder layers");
+  if (m.architecture != A::encoder_decoder && m.decoder_layers != 0)
+    return problem("/model/decoder_layers", "expected no decoder_layers: they belong to an encoder-decoder model");
+  if (m.moe_every < 1 || m.layers % m.moe_every != 0 || m.decoder_layers % m.moe_every != 0)
+    return problem("/model/moe_every", "expected a divisor of the layers (" + num(m.layers) + ") and decoder_layers (" +
+                                           num(m.decoder_layers) + "), got " + num(m.moe_every));
+  if (cores < 1 || double(p.micro_batch) * t.seq_len / p.tensor < cores)
+    return problem("/plan/micro_batch", "expected at least as many tokens per micro-batch and tensor rank as the "
+                                        "device's " + num(cores) + " cores, which split them");
+  if (cores > 1 && m.architecture == A::encoder &&
+      std::fmod(std::ceil(m.masked_fraction * t.seq_len) * p.micro_batch, cores) != 0)
+    return problem("/plan/micro_batch", "expected the masked tokens per micro-batch (ceil(masked_fraction x seq_len) x "
+                                        "micro_batch) to split over the device's " + num(cores) + " cores");
+  return std::nullopt;
 }
 
 std::optional<PlanProblem> moda_plan_problem(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& p,

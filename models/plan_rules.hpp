@@ -28,6 +28,7 @@ struct PlanMachine {
   std::string device_word = "device";  // "node" on Sunway, "GPU", "chip"
   long long devices = 0;
   bool fp16_peak = false, fp16_gemm = false;    // peak_flops_per_s.fp16, gemm_efficiency.fp16
+  bool fp8_peak = false, fp8_gemm = false;      // peak_flops_per_s.fp8, gemm_efficiency.fp8
   bool flash_fp32 = false, flash_fp16 = false;  // flash_attention_efficiency per precision
   bool host_offload = false;                    // host_link_Bps and host_memory_Bps given
   int cores_per_device = 1;
@@ -38,6 +39,11 @@ struct PlanMachine {
 // need no machine only (the builders).
 std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
                                                 const PlanMachine* machine);
+// What a transformer family (encoder, encoder-decoder, moe_every) needs of the plan, and what a
+// device of `cores` cores (a TPU v3 chip's two TensorCores, each taking a share of the tokens)
+// needs of the micro-batch (the builder checks it with the device's cores).
+std::optional<PlanProblem> transformer_family_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
+                                                      int cores);
 // BaGuaLu's MoDa or inverse layout on a Sunway machine.
 std::optional<PlanProblem> moda_plan_problem(const ModelSpec& m, const TrainingSpec& t, const PlanSpec& p,
                                              const PlanMachine& machine);

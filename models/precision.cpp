@@ -10,7 +10,8 @@ PrecisionPlan precision_plan(PrecisionPolicy p) {
   switch (p) {
     case PrecisionPolicy::fp32: return {f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, 0.0, 0.0, false};
     case PrecisionPolicy::fp16:
-    case PrecisionPolicy::bf16: return {f16, f32, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, false};
+    case PrecisionPolicy::bf16:
+    case PrecisionPolicy::fp8: return {f16, f32, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, false};
     case PrecisionPolicy::apex_o1: return {f16, f16, f16, f32, f32, f32, f32, f32, f32, f32, 0.0, 0.0, false};
     case PrecisionPolicy::apex_o2: return {f16, f16, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, true};
     case PrecisionPolicy::mixed:  // layerwise

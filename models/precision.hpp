@@ -20,8 +20,9 @@
 //              (O1), expert FFN in half with fp32 master weights (O2), the gate in fp32, reductions,
 //              exp, sqrt, softmax and layer norm in fp64, dynamic loss scaling. "mixed" in a MoDa
 //              scenario means this mode.
-// fp8 is not a mode yet: the kernel vocabulary (kernels/kernel_id.hpp) and the device files have
-// no fp8 precision, so a scenario naming it is refused.
+//   fp8        Transformer Engine's recipe (general plans): the bf16 row; the transformer builder
+//              runs the layers' linears' GEMMs in fp8 with their casts and amax reduction
+//              (models/transformer.cpp), the memory model adds the weights' fp8 copies.
 #pragma once
 #include "kernels/kernel_id.hpp"
 #include "models/moe_spec.hpp"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "models/plan_rules.hpp"
 #include "models/precision.hpp"
 #include "models/tensor_parallel.hpp"
+#include "models/transformer_parameters.hpp"
 
 namespace exasim {
 
@@ -58,15 +60,24 @@ struct Dims {
   double exchanged_rows() const { return dropless ? T * k : expert_rows(); }
   double ea = 2;       // bytes per activation element
   // grad_sync overlap: the data-parallel gradient reduction runs in buckets started as their
-  // layers' backward finishes (layer_dense_params: one layer's dense parameters on the device).
+  // layers' backward finishes.
   bool overlap = false;
-  double layer_dense_params = 0;
   double kv = 0;         // key/value heads (grouped-query attention; = h for multi-head)
   bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
   // Context parallelism: the devices of one ring ("cp"); T is this device's tokens, b s / cp.
   double cp = 1;
+  double dropout = 0;    // the model's dropout probability (0: no dropout kernels)
   double dh() const { return d / h; }
+  // The model (its family, which layers are MoE and which decode: models/moe_spec.hpp).
+  ModelSpec model;
+  bool encoder_only() const { return model.architecture == ModelSpec::Architecture::encoder; }
+  // Encoder-only: the masked-LM head's tokens per micro-batch (BERT's max predictions per
+  // sequence, ceil(masked_fraction x s), times the sequences).
+  double masked_tokens() const;
+  // A device's cores (a TPU v3 chip's two TensorCores) split its tokens: each token GEMM runs
+  // as `cores` products of T / cores rows (the GEMM's batch), the shape one core computes.
+  int cores = 1;
   // The precision mode's row (models/precision.hpp): gemm, storage and ea are the attention's (and
   // the embedding's, the head's and the pipeline messages'); the FFN (dense or experts) computes in
   // ffn_gemm and stores in ffn_storage (ef bytes per element); the MoE gate in gate_gemm.
@@ -74,7 +85,21 @@ struct Dims {
   Precision gemm = Precision::fp16, storage = Precision::fp16, elementwise = Precision::fp16;
   Precision ffn_gemm = Precision::fp16, ffn_storage = Precision::fp16, gate_gemm = Precision::fp32;
   double ef = 2;
+  // fp8 (Transformer Engine): the transformer layers' linears run their GEMMs in fp8; the
+  // attention core, the logits and the experts stay in the row's precisions.
+  bool fp8 = false;
 };
+
+double Dims::masked_tokens() const { return std::ceil(model.masked_fraction * s) * b; }
+
+// A token GEMM's shape as one of the device's `cores` computes it: its rows (m, or the
+// contraction k of a weight gradient) split over the cores, the cores as the batch.
+KernelShape per_core(KernelShape g, int cores, int token_dim) {
+  if (cores <= 1) return g;
+  g.dims[token_dim] /= cores;
+  g.batch *= cores;
+  return g;
+}
 
 // One pipeline stage's program: a chain of the device's ops in schedule order.
 class StageBuilder {
@@ -86,7 +111,9 @@ class StageBuilder {
         proj_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::row)),
         ffn1_(tensor_linear(x.tl, x.T, x.d, (x.swiglu ? 2 : 1) * x.ff, x.ef, Linear1D::column)),
         ffn2_(tensor_linear(x.tl, x.T, x.ff, x.d, x.ef, Linear1D::row)),
-        logits_(tensor_linear(x.tl, x.T, x.d, x.V, x.ea, Linear1D::column)) {}
+        logits_(tensor_linear(x.tl, x.encoder_only() ? x.masked_tokens() : x.T, x.d, x.V, x.ea, Linear1D::column)),
+        cross_q_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::column)),
+        cross_kv_(tensor_linear(x.tl, x.T, x.d, 2 * x.kv * x.dh(), x.ea, Linear1D::column)) {}
 
   void item(const PipelineItem& it) {
     const int vs = it.chunk * plan_.pipeline + stage_;  // virtual stage
@@ -95,10 +122,12 @@ class StageBuilder {
       if (vs > 0) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
       if (vs == 0) embedding(Phase::forward);
       for (int l = 0; l < chunk_layers(vs); ++l) {
+        if (starts_decoder(layer_index(vs, l))) decoder_input(Phase::forward);
         if (it.micro_batch == 0) prefetched_param_gather(layer_index(vs, l));
         layer_forward(layer_index(vs, l), Phase::forward, false);
       }
       if (vs == vt_ - 1) head_forward();
+      amax_reduction(chunk_layers(vs));
       if (vs < vt_ - 1) send(Phase::forward, tag(it.micro_batch, vs, true), +1);
     } else {
       if (vs < vt_ - 1) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
@@ -109,6 +138,7 @@ class StageBuilder {
         if (plan_.recompute == Recompute::full) layer_forward(layer, Phase::backward, true);
         layer_backward(layer);
         if (last_micro_batch) layer_gradients_ready(layer);
+        if (starts_decoder(layer)) decoder_input(Phase::backward);
       }
       if (vs == 0) embedding(Phase::backward);
       if (vs > 0) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
@@ -145,6 +175,19 @@ class StageBuilder {
   double model_flops() const { return b_.model_flops(); }
 
  private:
+  // Encoder-decoder: the first decoder layer, where the encoder's output gets its final layer
+  // norm (kept for the cross-attentions) and the decoder's tokens their embedding.
+  bool starts_decoder(int layer) const { return x_.model.is_decoder_layer(layer) && layer == x_.model.layers; }
+  void decoder_input(Phase ph) {
+    const double Ts = x_.Ts(), dl = x_.dl();
+    const bool F = ph == Phase::forward;
+    last_ = b_.memory(name(F ? "encoder_layernorm" : "encoder_layernorm.bwd"), F ? "final_layernorm" : "final_layernorm.bwd",
+                      ph, Kernel::layer_norm, x_.elementwise, rows_cols(Ts, dl), 8 * Ts * dl, (F ? 2 : 3) * Ts * dl * x_.ea,
+                      deps());
+    last_ = b_.memory(name(F ? "decoder_embedding" : "decoder_embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
+                      Kernel::token_permute, x_.storage, rows_cols(Ts, dl), 0, (F ? 2 : 3) * Ts * dl * x_.ea, deps());
+  }
+  double layer_dense_params(int layer) const { return layer_dense_parameters(x_.model, layer) * x_.pf; }
   int layer_index(int vs, int l) const { return first_layer_of_chunk(layers_, plan_, vs) + l; }
   int chunk_layers(int vs) const { return layers_on_chunk(layers_, plan_, vs); }
 
@@ -163,6 +206,8 @@ class StageBuilder {
     const int replicas = plan_.data / plan_.expert;
     const bool paro = plan_.paro && replicas > 1;
     const double K = plan_.supernode_ranks, layers = static_cast<double>(layer_done_.size());
+    double layers_dense = 0;  // the layers' dense parameters; the last layer's update adds the rest
+    for (const auto& done_layer : layer_done_) layers_dense += layer_dense_params(done_layer.first);
     const PrecisionPlan& pp = x_.pp;
     const double eg = bytes_per_element(pp.expert_grad), ep = bytes_per_element(pp.expert_param);
     const double sg = bytes_per_element(pp.shared_grad), sp = bytes_per_element(pp.shared_param);
@@ -173,7 +218,7 @@ class StageBuilder {
     for (const auto& [l, layer_last] : layer_done_) {
       const std::string p = fmt::format("L{}.opt.", l), gp = fmt::format("L{}.grad.", l);
       std::vector<long> ready = overlap ? std::vector<long>{layer_last} : done;
-      const double dense = x_.layer_dense_params + (l == layer_done_.back().first ? dense_params - layers * x_.layer_dense_params : 0);
+      const double dense = layer_dense_params(l) + (l == layer_done_.back().first ? dense_params - layers_dense : 0);
       const double experts = expert_params / layers;
       std::vector<long> expert_ready = done, after = ready;
       after.push_back(comm);
@@ -294,8 +339,8 @@ class StageBuilder {
   void layer_gradients_ready(int layer) {
     layer_done_.emplace_back(layer, last_);
     if (!bucketed()) return;
-    bucket_params_ += x_.layer_dense_params;
-    bucketed_params_ += x_.layer_dense_params;
+    bucket_params_ += layer_dense_params(layer);
+    bucketed_params_ += layer_dense_params(layer);
     bucket_ready_ = {last_};
     if (bucket_params_ >= bucket_limit()) flush_bucket();
   }
@@ -319,7 +364,7 @@ class StageBuilder {
     if (!gathers_rotated()) return;
     last_gather_ = b_.collective(fmt::format("L{}.param_all_gather", layer), "param_all_gather", Phase::optimizer,
                                  CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
-                                 x_.layer_dense_params * bytes_per_element(x_.storage), {last_gather_});
+                                 layer_dense_params(layer) * bytes_per_element(x_.storage), {last_gather_});
     joins_.push_back(last_gather_);
   }
   long tag(int micro_batch, int sender_vs, bool forward) const {
@@ -366,13 +411,26 @@ class StageBuilder {
     joins_.clear();
     return d;
   }
-  // ZeRO 3: a layer's parameters are all-gathered before its forward and its backward.
+  // ZeRO 3: a layer's parameters are all-gathered before its forward and its backward. With
+  // prefetch_parameters the gather is off the device's chain: it waits for the previous gather
+  // (one communication stream) and for the start of the layer before this one (one layer
+  // ahead, DeepSpeed's prefetch), and the layer's first op waits for it; so it overlaps the
+  // previous layer's compute when that is long enough.
   void zero3_gather(int layer, Phase ph) {
     if (plan_.zero_stage < 3 || plan_.gradient_replicas() <= 1) return;
     const double params = (12 * x_.d * x_.d + 13 * x_.d) * x_.pf;
-    last_ = b_.collective(name(fmt::format("L{}.{}.zero3_param_all_gather", layer, ph == Phase::forward ? "fwd" : "bwd")),
-                          "zero3_param_all_gather", ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
-                          params * bytes_per_element(x_.storage), deps());
+    const std::string n = name(fmt::format("L{}.{}.zero3_param_all_gather", layer, ph == Phase::forward ? "fwd" : "bwd"));
+    const double bytes = params * bytes_per_element(x_.storage);
+    if (!plan_.prefetch_parameters) {
+      last_ = b_.collective(n, "zero3_param_all_gather", ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
+                            bytes, deps());
+      return;
+    }
+    const long gather = b_.collective(n, "zero3_param_all_gather", ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring,
+                                      "dp", bytes, {last_zero3_gather_, previous_layer_start_});
+    previous_layer_start_ = last_;
+    last_zero3_gather_ = gather;
+    joins_.push_back(gather);
   }
 
   void embedding(Phase ph) {
@@ -382,10 +440,39 @@ class StageBuilder {
     last_ = b_.memory(name(F ? "embedding" : "embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
                       Kernel::token_permute, x_.storage, rows_cols(Tl, dl), 0, (F ? 2 : 3) * Tl * dl * x_.ea, deps());
   }
+  // BERT's heads (encoder-only): the masked-LM transform (a d x d GEMM, GELU, layer norm) on the
+  // masked tokens, then their logits over the vocabulary (the tied embedding); the next-sentence
+  // pooler (d x d on each sequence's first token) and its 2-way classifier. `F`: forward.
+  void pretraining_heads(bool F) {
+    const Phase ph = F ? Phase::forward : Phase::backward;
+    const double Tm = x_.masked_tokens(), d = x_.d;
+    const std::string sfx = F ? "" : ".bwd";
+    auto dense = [&](const std::string& what, KernelShape g) {
+      last_ = F ? b_.gemm(name(what), what, ph, x_.gemm, x_.storage, g, deps())
+                : b_.gemm_backward(name(what), what, x_.gemm, x_.storage, g, deps());
+    };
+    if (x_.model.next_sentence) {
+      dense("nsp_pooler", gemm_shape(x_.b, d, d));
+      dense("nsp_classifier", gemm_shape(x_.b, 2, d));
+    }
+    dense("mlm_transform", per_core(gemm_shape(Tm, d, d), x_.cores, 0));
+    last_ = b_.memory(name("mlm_gelu" + sfx), "mlm_gelu" + sfx, ph, Kernel::gelu, x_.storage, elements(Tm * d), 8 * Tm * d,
+                      (F ? 2 : 3) * Tm * d * x_.ea, deps());
+    last_ = b_.memory(name("mlm_layernorm" + sfx), "mlm_layernorm" + sfx, ph, Kernel::layer_norm, x_.elementwise,
+                      rows_cols(Tm, d), 8 * Tm * d, (F ? 2 : 3) * Tm * d * x_.ea, deps());
+  }
   void head_forward() {
     const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs, Ts = x_.Ts();
     if (x_.V <= 0) return;
     const Phase F = Phase::forward;
+    if (x_.encoder_only()) {  // post-LN (BERT): no final layer norm; the logits of the masked tokens
+      pretraining_heads(true);
+      linear_forward(name(""), "logits", "", F, logits_);
+      const double Tm = x_.masked_tokens();
+      last_ = b_.memory(name("cross_entropy"), "cross_entropy", F, Kernel::softmax, x_.elementwise, rows_cols(Tm, Vl),
+                        5 * Tm * Vl, 2 * Tm * Vl * x_.ea, deps());
+      return;
+    }
     last_ = b_.memory(name("final_layernorm"), "final_layernorm", F, Kernel::layer_norm, x_.elementwise,
                       rows_cols(Ts, dl), 8 * Ts * dl, 2 * Ts * dl * x_.ea, deps());
     linear_forward(name(""), "logits", "", F, logits_);
@@ -396,6 +483,14 @@ class StageBuilder {
     const double Tl = x_.Tl(), dl = x_.dl(), Vl = x_.V / x_.hs, Ts = x_.Ts();
     if (x_.V <= 0) return;
     const Phase B = Phase::backward;
+    if (x_.encoder_only()) {
+      const double Tm = x_.masked_tokens();
+      last_ = b_.memory(name("cross_entropy.bwd"), "cross_entropy.bwd", B, Kernel::softmax, x_.elementwise,
+                        rows_cols(Tm, Vl), 5 * Tm * Vl, 3 * Tm * Vl * x_.ea, deps());
+      linear_backward(name(""), "logits", logits_);
+      pretraining_heads(false);
+      return;
+    }
     last_ = b_.memory(name("cross_entropy.bwd"), "cross_entropy.bwd", B, Kernel::softmax, x_.elementwise,
                       rows_cols(Tl, Vl), 5 * Tl * Vl, 3 * Tl * Vl * x_.ea, deps());
     if (x_.one_d() && !x_.sp()) {
@@ -418,16 +513,23 @@ class StageBuilder {
                          c.bytes, after);
   }
   // The GEMM and storage precisions of a linear: the FFN's, or the attention's (and the head's).
-  std::pair<Precision, Precision> linear_precision(const std::string& label) const {
-    if (label == "ffn1" || label == "ffn2") return {x_.ffn_gemm, x_.ffn_storage};
-    return {x_.gemm, x_.storage};
+  // Under fp8 the layers' linears compute in fp8 (their stored activations stay 16-bit).
+  std::pair<Precision, Precision> linear_precision(const TensorLinear& lin, const std::string& label) const {
+    if (label == "ffn1" || label == "ffn2") return {fp8_linear(lin) ? Precision::fp8 : x_.ffn_gemm, x_.ffn_storage};
+    return {fp8_linear(lin) ? Precision::fp8 : x_.gemm, x_.storage};
   }
   // A linear's forward: its gathers, the local GEMM, its reductions, in a chain.
   void linear_forward(const std::string& p, const std::string& label, const std::string& sfx, Phase ph,
                       const TensorLinear& lin) {
     for (const TensorCollective& c : lin.forward_before) last_ = tp_collective(p, label, c, sfx, ph, deps());
-    const auto [gp, st] = linear_precision(label);
-    last_ = b_.gemm(p + label, label + sfx, ph, gp, st, lin.forward_gemm, deps());
+    const auto [m, n, k] = lin.forward_gemm.dims;
+    const double batch = lin.forward_gemm.batch;
+    if (fp8_linear(lin)) {
+      if (sfx.empty() && mb_.rfind("mb0.", 0) == 0) fp8_cast(p + label + ".weight", "fp8_cast_weight", ph, k * batch, n);
+      fp8_cast(p + label + ".input", "fp8_cast_transpose" + sfx, ph, m * batch, k);
+    }
+    const auto [gp, st] = linear_precision(lin, label);
+    last_ = b_.gemm(p + label, label + sfx, ph, gp, st, per_core(lin.forward_gemm, x_.cores, 0), deps());
     for (const TensorCollective& c : lin.forward_after) last_ = tp_collective(p, label, c, sfx, ph, deps());
   }
   // A linear's backward: the data gradient (after its gathers), then the weight gradient (after
@@ -438,23 +540,47 @@ class StageBuilder {
     const auto [m, n, k] = lin.forward_gemm.dims;
     const double batch = lin.forward_gemm.batch;
     for (const TensorCollective& c : lin.dgrad_before) last_ = tp_collective(p, label, c, "", B, deps());
+    if (fp8_linear(lin)) fp8_cast(p + label + ".grad_output", "fp8_cast_transpose.bwd", B, m * batch, n);
     const std::vector<long> before = deps();
     std::vector<long> wgrad_deps;  // (started with the data gradient, not after it)
     for (const TensorCollective& c : lin.wgrad_alongside_dgrad)
       wgrad_deps.push_back(tp_collective(p, label, c, "", B, before));
-    const auto [gp, st] = linear_precision(label);
+    const auto [gp, st] = linear_precision(lin, label);
     const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, st,
-                               gemm_shape(m, k, n, batch), before);
+                               per_core(gemm_shape(m, k, n, batch), x_.cores, 0), before);
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
     wgrad_deps.push_back(last_);
     const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, st,
-                               gemm_shape(k, n, m, batch), wgrad_deps);
+                               per_core(gemm_shape(k, n, m, batch), x_.cores, 2), wgrad_deps);
     std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
     for (const TensorCollective& c : lin.wgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {wgrad}));
     last_ = wgrad;
     joins_.insert(joins_.end(), pending.begin(), pending.end());
+  }
+
+  // fp8 (Transformer Engine's Linear under fp8_autocast, delayed scaling): the GEMM reads fp8
+  // copies of its operands, made by memory-bound kernels: the input X (m x k) is cast and
+  // transposed in one pass (read 2 bytes, write the fp8 copy and its transpose, 1 + 1, and its
+  // amax: 1 flop per element), the weight likewise once per step (its fp8 copies are kept
+  // across the micro-batches, TE's is_first_microbatch), the output gradient dY (m x n) before
+  // the backward's two GEMMs. The logits' linear stays 16-bit (Megatron keeps the output layer
+  // out of fp8). The scaling factors' amax reduction is amax_reduction() below.
+  bool fp8_linear(const TensorLinear& lin) const { return x_.fp8 && &lin != &logits_; }
+  void fp8_cast(const std::string& n, const std::string& label, Phase ph, double rows, double cols) {
+    const double elements = rows * cols;
+    last_ = b_.memory(n + ".fp8_cast", label, ph, Kernel::token_permute, x_.storage, rows_cols(rows, cols), elements,
+                      4 * elements, deps());
+  }
+  // After each forward chunk, TE all-reduces the amax history of the chunk's fp8 tensors (fp32:
+  // input, weight and output gradient of each of a layer's 4 linears) over the data-parallel
+  // replicas (Megatron's amax reduction group also spans the tensor group: its extra hops are
+  // not modelled), before the next op.
+  void amax_reduction(int layers) {
+    if (!x_.fp8 || plan_.gradient_replicas() <= 1) return;
+    last_ = b_.collective(name("fp8_amax_all_reduce"), "fp8_amax_all_reduce", Phase::forward, CollectiveKind::all_reduce,
+                          CollectiveAlgorithm::ring, "dp", 4.0 * 3 * 4 * layers, deps());
   }
 
   // The attention core's local shapes: b / tok sequences, h / hs heads.
@@ -464,21 +590,62 @@ class StageBuilder {
 
   // The attention core: what selective recomputation reruns. Grouped-query attention shares each
   // key/value head among h / kv query heads: the per-query-head GEMMs are unchanged.
-  void attention_core(const std::string& p, Phase ph, const std::string& suffix) {
+  // `a`: "attn" (self-attention) or "cross" (a decoder layer's attention over the encoder's output).
+  void attention_core(const std::string& p, Phase ph, const std::string& suffix, const std::string& a = "attn") {
     if (x_.cp > 1) {
       ring_attention_forward(p, ph, suffix);
       return;
     }
     if (x_.flash) {
-      last_ = b_.fused_attention(p + "attn_flash" + suffix, "attn_flash" + suffix, ph, x_.gemm, x_.s, x_.dh(), 2,
+      last_ = b_.fused_attention(p + a + "_flash" + suffix, a + "_flash" + suffix, ph, x_.gemm, x_.s, x_.dh(), 2,
                                  local_heads(), deps());
       return;
     }
     const double s = x_.s, rows = local_heads() * s;  // = T_local x heads_local
-    last_ = b_.gemm(p + "attn_scores" + suffix, "attn_scores" + suffix, ph, x_.gemm, x_.storage, scores(), deps());
-    last_ = b_.memory(p + "attn_softmax" + suffix, "attn_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
+    last_ = b_.gemm(p + a + "_scores" + suffix, a + "_scores" + suffix, ph, x_.gemm, x_.storage, scores(), deps());
+    last_ = b_.memory(p + a + "_softmax" + suffix, a + "_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
                       rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.ea, deps());
-    last_ = b_.gemm(p + "attn_context" + suffix, "attn_context" + suffix, ph, x_.gemm, x_.storage, context(), deps());
+    if (x_.dropout > 0) attention_dropout(p, ph, suffix, a);
+    last_ = b_.gemm(p + a + "_context" + suffix, a + "_context" + suffix, ph, x_.gemm, x_.storage, context(), deps());
+  }
+  void attention_core_backward(const std::string& p, const std::string& a) {
+    const Phase B = Phase::backward;
+    const double s = x_.s, rows = local_heads() * s;
+    if (x_.flash) {  // FlashAttention-2's backward: recomputes the scores blockwise, 5 GEMMs
+      last_ = b_.fused_attention(p + a + "_flash", a + "_flash.bwd", B, x_.gemm, s, x_.dh(), 5, local_heads(), deps());
+      return;
+    }
+    last_ = b_.gemm_backward(p + a + "_context", a + "_context", x_.gemm, x_.storage, context(), deps());
+    if (x_.dropout > 0) attention_dropout(p, B, ".bwd", a);
+    last_ = b_.memory(p + a + "_softmax", a + "_softmax.bwd", B, Kernel::softmax, x_.elementwise, rows_cols(rows, s),
+                      5 * rows * s, 3 * rows * s * x_.ea, deps());
+    last_ = b_.gemm_backward(p + a + "_scores", a + "_scores", x_.gemm, x_.storage, scores(), deps());
+  }
+  // A decoder layer's cross-attention (T5, GShard): layer norm; Q from the decoder's tokens, K and
+  // V from the encoder's output (after its final layer norm); the attention core over the
+  // encoder's s positions; the output projection; the residual.
+  void cross_attention_forward(const std::string& p, Phase ph, const std::string& sfx) {
+    const double Ts = x_.Ts(), dl = x_.dl();
+    last_ = b_.memory(p + "cross_layernorm", "cross_layernorm" + sfx, ph, Kernel::layer_norm, x_.elementwise,
+                      rows_cols(Ts, dl), 8 * Ts * dl, 2 * Ts * dl * x_.ea, deps());
+    linear_forward(p, "cross_q", sfx, ph, cross_q_);
+    linear_forward(p, "cross_kv", sfx, ph, cross_kv_);
+    attention_core(p, ph, sfx, "cross");
+    linear_forward(p, "cross_proj", sfx, ph, proj_);
+    last_ = b_.memory(p + "cross_residual", "cross_residual" + sfx, ph, Kernel::residual_add, x_.elementwise,
+                      elements(Ts * dl), 3 * Ts * dl, 3 * Ts * dl * x_.ea, deps());
+  }
+  void cross_attention_backward(const std::string& p) {
+    const double Ts = x_.Ts(), dl = x_.dl();
+    const Phase B = Phase::backward;
+    last_ = b_.memory(p + "cross_residual", "cross_residual.bwd", B, Kernel::residual_add, x_.elementwise,
+                      elements(Ts * dl), 3 * Ts * dl, 6 * Ts * dl * x_.ea, deps());
+    linear_backward(p, "cross_proj", proj_);
+    attention_core_backward(p, "cross");
+    linear_backward(p, "cross_kv", cross_kv_);
+    linear_backward(p, "cross_q", cross_q_);
+    last_ = b_.memory(p + "cross_layernorm", "cross_layernorm.bwd", B, Kernel::layer_norm, x_.elementwise,
+                      rows_cols(Ts, dl), 8 * Ts * dl, 3 * Ts * dl * x_.ea, deps());
   }
 
   // Ring attention (context parallelism; Transformer Engine's AttnFuncWithCPAndKVP2P, which
@@ -535,6 +702,18 @@ class StageBuilder {
     joins_.push_back(grad);
   }
 
+  // The scores' dropout (Megatron's attention_dropout, its own kernel under standard attention):
+  // reads the softmax output, draws the mask, writes the dropped-out scores and the 1-byte mask
+  // (2e + 1 bytes and about 2 flops per element); its backward reads the gradient and the mask
+  // and writes the gradient (2e + 1). An element-wise kernel of the vocabulary (the residual
+  // add's: one read, one write per element) stands for it.
+  void attention_dropout(const std::string& p, Phase ph, const std::string& suffix, const std::string& a) {
+    const double n = local_heads() * x_.s * x_.s;
+    const bool bwd = suffix == ".bwd";
+    last_ = b_.memory(p + a + "_dropout" + (bwd ? "" : suffix), a + "_dropout" + suffix, ph, Kernel::residual_add,
+                      x_.elementwise, elements(n), 2 * n, (2 * x_.ea + 1) * n, deps());
+  }
+
   // The forward of one layer; `recompute`: rerun before its backward (full recomputation).
   void layer_forward(int l, Phase ph, bool recompute) {
     const std::string sfx = recompute ? ".recompute" : "";
@@ -549,9 +728,10 @@ class StageBuilder {
     linear_forward(p, "attn_proj", sfx, ph, proj_);
     last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
                       3 * Ts * dl, 3 * Ts * dl * ea, deps());
+    if (x_.model.is_decoder_layer(l)) cross_attention_forward(p, ph, sfx);
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Ts, dl),
                       8 * Ts * dl, 2 * Ts * dl * ea, deps());
-    if (x_.E > 0) {
+    if (x_.model.is_moe_layer(l)) {
       moe_forward(p, ph, sfx);
     } else {
       linear_forward(p, "ffn1", sfx, ph, ffn1_);
@@ -567,9 +747,13 @@ class StageBuilder {
   }
   // The MoE layer's FFN: gate, top-k, permute, all-to-all dispatch over "ep" (the plan's
   // algorithm), the local experts on their capacity, all-to-all combine.
-  KernelShape gate() const { return gemm_shape(x_.T, x_.E, x_.d); }
-  KernelShape expert_ffn1() const { return gemm_shape(x_.rows_per_expert(), x_.ff, x_.d, x_.local_experts()); }
-  KernelShape expert_ffn2() const { return gemm_shape(x_.rows_per_expert(), x_.d, x_.ff, x_.local_experts()); }
+  KernelShape gate() const { return per_core(gemm_shape(x_.T, x_.E, x_.d), x_.cores, 0); }
+  KernelShape expert_ffn1() const {
+    return per_core(gemm_shape(x_.rows_per_expert(), x_.ff, x_.d, x_.local_experts()), x_.cores, 0);
+  }
+  KernelShape expert_ffn2() const {
+    return per_core(gemm_shape(x_.rows_per_expert(), x_.d, x_.ff, x_.local_experts()), x_.cores, 0);
+  }
   double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ef; }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
@@ -611,13 +795,13 @@ class StageBuilder {
 
   void layer_backward(int l) {
     const std::string p = name(fmt::format("L{}.bwd.", l));
-    const double Tl = x_.Tl(), Ts = x_.Ts(), dl = x_.dl(), s = x_.s, ea = x_.ea, ffl = x_.ff / x_.hs, rows = local_heads() * s;
+    const double Tl = x_.Tl(), Ts = x_.Ts(), dl = x_.dl(), ea = x_.ea, ffl = x_.ff / x_.hs;
     const Phase B = Phase::backward;
     const Precision ew = x_.elementwise;
     zero3_gather(l, B);
     last_ = b_.memory(p + "ffn_residual", "ffn_residual.bwd", B, Kernel::residual_add, ew, elements(Ts * dl),
                       3 * Ts * dl, 6 * Ts * dl * ea, deps());
-    if (x_.E > 0) {
+    if (x_.model.is_moe_layer(l)) {
       moe_backward(p);
     } else {
       linear_backward(p, "ffn2", ffn2_);
@@ -628,20 +812,15 @@ class StageBuilder {
     }
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Ts, dl),
                       8 * Ts * dl, 3 * Ts * dl * ea, deps());
+    if (x_.model.is_decoder_layer(l)) cross_attention_backward(p);
     last_ = b_.memory(p + "attn_residual", "attn_residual.bwd", B, Kernel::residual_add, ew, elements(Ts * dl),
                       3 * Ts * dl, 6 * Ts * dl * ea, deps());
     linear_backward(p, "attn_proj", proj_);
     if (plan_.recompute == Recompute::selective) attention_core(p, B, ".recompute");
-    if (x_.cp > 1) {
+    if (x_.cp > 1)
       ring_attention_backward(p);
-    } else if (x_.flash) {  // FlashAttention-2's backward: recomputes the scores blockwise, 5 GEMMs
-      last_ = b_.fused_attention(p + "attn_flash", "attn_flash.bwd", B, x_.gemm, s, x_.dh(), 5, local_heads(), deps());
-    } else {
-      last_ = b_.gemm_backward(p + "attn_context", "attn_context", x_.gemm, x_.storage, context(), deps());
-      last_ = b_.memory(p + "attn_softmax", "attn_softmax.bwd", B, Kernel::softmax, ew, rows_cols(rows, s), 5 * rows * s,
-                        3 * rows * s * ea, deps());
-      last_ = b_.gemm_backward(p + "attn_scores", "attn_scores", x_.gemm, x_.storage, scores(), deps());
-    }
+    else
+      attention_core_backward(p, "attn");
     linear_backward(p, "attn_qkv", qkv_);
     last_ = b_.memory(p + "attn_layernorm", "attn_layernorm.bwd", B, Kernel::layer_norm, ew, rows_cols(Ts, dl),
                       8 * Ts * dl, 3 * Ts * dl * ea, deps());
@@ -652,7 +831,7 @@ class StageBuilder {
   int stage_, layers_, vt_;
   long last_ = -1;
   std::vector<long> joins_;  // collectives the next op waits for besides last_
-  TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_;
+  TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_, cross_q_, cross_kv_;
   std::vector<long> sends_;
   std::string mb_;
   // Ring attention's messages: tags of their own, after the pipeline's (which stay below 2^40).
@@ -664,23 +843,61 @@ class StageBuilder {
   std::vector<long> bucket_ready_, buckets_, background_;
   long last_gather_ = -1;
   std::vector<std::pair<int, long>> layer_done_;  // (layer, its last backward op), in backward order
+  // ZeRO 3 prefetch: the last parameter gather, and the op before the previous layer's first.
+  long last_zero3_gather_ = -1, previous_layer_start_ = -1;
 };
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
+// The parameters of the layers a pipeline stage holds (all its chunks): outside the experts, and
+// the experts' (the whole model's, before the expert-parallel split).
+struct StageParameters {
+  double dense = 0, experts = 0;
+};
+StageParameters stage_parameters(const ModelSpec& m, const ParallelPlan& plan, int stage) {
+  StageParameters out;
+  for (int c = 0; c < plan.virtual_stages; ++c) {
+    const int vs = c * plan.pipeline + stage, first = first_layer_of_chunk(m.total_layers(), plan, vs);
+    for (int l = first; l < first + layers_on_chunk(m.total_layers(), plan, vs); ++l) {
+      out.dense += layer_dense_parameters(m, l);
+      out.experts += layer_expert_parameters(m, l);
+    }
+  }
+  return out;
+}
+
+
 }  // namespace
 
-TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
+void check_transformer_plan(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
   // The plan rules the scenario parser applies, less the machine's (models/plan_rules.hpp).
   if (auto problem = general_plan_problem(m, t, plan, nullptr)) bad(problem->text());
-  return build_placed_transformer_workload(m, t, plan);
+  const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
+  if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
+}
+
+DeviceMemory transformer_plan_memory(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan,
+                                     const MoeRouting& moe) {
+  // Dropless: the activations of the busiest device's expert rows (as if its capacity factor
+  // were its rows over T k, T the micro-batch's tokens per context-parallel rank).
+  ModelSpec mm = m;
+  const double tokens = double(plan.micro_batch) * t.seq_len / plan.context;
+  if (!m.dense() && m.dropless()) mm.capacity_factor = moe.busiest_device_rows() / (tokens * m.top_k);
+  return worst_stage_memory(mm, t, plan);
+}
+
+TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan,
+                                               int cores_per_device) {
+  check_transformer_plan(m, t, plan);
+  return build_placed_transformer_workload(m, t, plan, cores_per_device);
 }
 
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const TrainingSpec& t,
-                                                      const ParallelPlan& plan) {
+                                                      const ParallelPlan& plan, int cores_per_device) {
+  // (the general rules are the caller's: check_transformer_plan, or MoDa's own; the family's here)
+  if (auto problem = transformer_family_problem(m, t, plan, cores_per_device)) bad(problem->text());
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
   if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
-
   TransformerWorkload out;
   out.placement = place_plan(plan, out.workload);
   Dims x;
@@ -712,24 +929,23 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   x.ffn_gemm = x.pp.ffn_gemm;
   x.ffn_storage = x.pp.ffn_act;
   x.gate_gemm = x.pp.gate_gemm;
+  x.fp8 = t.precision == PrecisionPolicy::fp8;
   x.ea = bytes_per_element(x.storage);
   x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;
   x.kv = m.key_value_heads();
   x.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
   x.flash = plan.attention == ParallelPlan::Attention::flash;
+  x.dropout = m.dropout_probability();
 
   const int mbs = plan.micro_batches();
-  // Per layer (Megatron's count): attention 4h^2 + 4h, layer norms 4h, MLP 8h^2 + 5h (with
-  // d_ff = 4h: 2 h d_ff + d_ff + h). An MoE layer has E experts of 2 h d_ff + d_ff + h and a gate h E.
-  // Grouped-query attention: Q and the output projection d x d, K and V d x (kv d/h) each.
-  // SwiGLU (Llama, no biases): gate, up and down, 3 d d_ff.
-  const double attn_params = 2 * x.d * x.d + 2 * x.d * x.kv * x.dh() + 8 * x.d;
-  const double ffn_params = x.swiglu ? 3 * x.d * x.ff : 2 * x.d * x.ff + x.ff + x.d;
-  const double layer_params = attn_params + (m.dense() ? ffn_params : x.E * ffn_params + x.d * x.E);
-  x.layer_dense_params = (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
-  // (A model without a vocabulary, BaGuaLu's MoDa, has no embedding or head.)
-  out.parameters = m.layers * layer_params + (x.V > 0 ? (x.V + x.s) * x.d : 0) + (m.tied_embeddings ? 0 : x.V * x.d);
+  // Parameters as models/transformer_parameters.hpp counts them (Megatron's count per layer, dense
+  // or MoE, encoder or decoder; a model without a vocabulary, BaGuaLu's MoDa, has no embedding).
+  x.model = m;
+  x.cores = cores_per_device;
+  out.parameters = transformer_parameters(m, x.s);
+  if (!m.dense())
+    for (int l = 0; l < m.total_layers(); ++l) out.expert_parameters += layer_expert_parameters(m, l);
   if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
   // One program per stage; dropless, one per stage and distinct expert rows: device j of each
   // expert-parallel group computes the rows its experts receive (program stage x R + row index).
@@ -761,15 +977,16 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     const int stage = prog / R, ri = prog % R;
     xs[ri].dropless = !m.dense() && m.dropless();
     xs[ri].dropless_rows = rows[ri];
-    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.layers);
+    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers());
     for (const PipelineItem& it : pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage))
       sb.item(it);
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
     // stages' device, the (tied) embedding's share.
-    const double layers_here = layers_on_stage(m.layers, plan, stage);
-    double dense = layers_here * (m.dense() ? layer_params : attn_params + x.d * x.E) * x.pf;
-    const double experts = m.dense() ? 0 : layers_here * x.local_experts() * ffn_params;
-    if (stage == 0 && x.V > 0) dense += x.V * x.d * x.pf + x.s * x.d;
+    const StageParameters here = stage_parameters(m, plan, stage);
+    double dense = here.dense * x.pf;
+    const double experts = here.experts / plan.expert;
+    if (stage == 0 && x.V > 0) dense += x.V * x.d * x.pf + (embedding_parameters(m, x.s) - x.V * x.d);
+    if (stage == plan.pipeline - 1) dense += head_parameters(m) * x.pf;
     // The last stage's output matrix: the tied embedding's copy (p > 1), or its own (untied).
     if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);
@@ -778,11 +995,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     out.model_flops += sb.model_flops() * ranks_per_stage;
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
-  // Dropless: the activations of the busiest device's expert rows (as if its capacity factor
-  // were its rows over T k).
-  ModelSpec mm = m;
-  if (!m.dense() && m.dropless()) mm.capacity_factor = out.moe.busiest_device_rows() / (x.T * x.k);
-  out.memory = worst_stage_memory(mm, t, plan);
+  out.memory = transformer_plan_memory(m, t, plan, out.moe);
   return out;
 }
 

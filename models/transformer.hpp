@@ -44,6 +44,7 @@ struct TransformerWorkload {
   double model_flops = 0;     // all ranks: forward, backward and recomputed GEMMs (Megatron's Eq. 3)
   double tokens_per_step = 0;
   double parameters = 0;      // the whole model (Megatron's Eq. 2)
+  double expert_parameters = 0;  // of which the MoE layers' experts
   // Per-device memory of the stage with the largest total (models/memory_model.hpp); compare
   // with the device's memory by memory_shortfall().
   DeviceMemory memory;
@@ -55,13 +56,23 @@ struct TransformerWorkload {
 // Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
 // stages, heads or d_ff not divisible by the tensor split, a tensor size that is not a square or
 // cube for its mode, a micro-batch the token split does not divide, a batch that does not split).
+// `cores_per_device`: the device's cores split each token GEMM (a TPU v3 chip's two TensorCores).
+// Encoder-decoder models run without pipeline stages (pipeline_parallel 1).
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
-                                               const ParallelPlan& plan);
+                                               const ParallelPlan& plan, int cores_per_device = 1);
+
+// The checks build_transformer_workload starts with (same exceptions), without building anything.
+void check_transformer_plan(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
+// The worst stage's memory per device (models/memory_model.hpp) that build_transformer_workload
+// reports, from the memory model alone: no step graph is built. `moe`: the plan's routing
+// (models/moe_routing.hpp; unused for a dense model).
+DeviceMemory transformer_plan_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                                     const MoeRouting& moe);
 
 // The same builder for a plan that a placement of its own produced and checked (BaGuaLu's MoDa
 // layouts: models/moda_placement.hpp, checked by moda_plan_problem), so that the general plans'
 // rules (ParO and BaGuaLu's layer-wise precision belong to MoDa layouts) are not applied to it.
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
-                                                      const ParallelPlan& plan);
+                                                      const ParallelPlan& plan, int cores_per_device = 1);
 
 }  // namespace exasim

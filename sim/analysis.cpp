@@ -156,7 +156,7 @@ std::vector<KernelClassUse> compute_by_kernel_class(const StepGraph& g, const Co
     u.kernel_class = w->kernel_class();
     u.time_s += t;
     u.flops += w->flops;
-    u.bytes += w->bytes;
+    u.bytes += device.streamed_bytes(*w);  // what it moves on this device (fused: less)
     capacity[w->kernel_class()] += t * device.class_peak(w->kernel_class(), w->precision);
   }
   std::vector<KernelClassUse> out;

@@ -64,13 +64,19 @@ double DeviceProfile::class_peak(KernelClass c, Precision p) const {
   return c == KernelClass::gemm || c == KernelClass::fused_attention ? peak_flops_s(p) : bandwidth_Bps(c);
 }
 
+double DeviceProfile::streamed_bytes(const ComputeWork& w) const {
+  if (fuses_elementwise && w.kernel_class() == KernelClass::memory_bound)
+    return std::min(w.bytes, fused_bytes(w.kernel, w.shape, w.precision));
+  return w.bytes;
+}
+
 double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
   if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
   if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
   const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
   const double t_flops = w.flops / (peak * eff);
-  const double t_bytes = w.bytes / device_.bandwidth_Bps(w.kernel_class());
+  const double t_bytes = device_.streamed_bytes(w) / device_.bandwidth_Bps(w.kernel_class());
   return std::max(t_flops, t_bytes);
 }
 

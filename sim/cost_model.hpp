@@ -17,6 +17,10 @@ class CostModel {
 
 // A device (one node's worth of compute units) with its peaks and achieved efficiencies.
 struct DeviceProfile {
+  // The device's compiler fuses memory-bound kernels into their neighbours (XLA on a TPU; the
+  // device file's "compiler"): each such kernel then streams fused_bytes() (kernels/kernel_id.hpp)
+  // instead of its nominal bytes. GPU frameworks that launch one kernel per op do not.
+  bool fuses_elementwise = false;
   std::string name;
   std::map<Precision, double> peak_flops_per_s;       // whole node
   std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
@@ -44,6 +48,9 @@ struct DeviceProfile {
   double host_data_movement_time_s(const ComputeWork& w) const;
   // The rate a kernel class's efficiency is measured against: flop/s for GEMMs, bytes/s otherwise.
   double class_peak(KernelClass c, Precision p) const;
+  // The bytes a compute op streams on this device: fused_bytes() for a memory-bound kernel when
+  // the compiler fuses, else the op's own count.
+  double streamed_bytes(const ComputeWork& w) const;
 };
 
 // time = max(flops / (peak * efficiency), bytes / bandwidth); memory-bound kernels run

@@ -6,13 +6,11 @@
 #include <vector>
 
 #include "sim/cost_model.hpp"
+#include "sim/folding.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
 
 namespace exasim {
-
-enum class Fidelity { folded, exhaustive };
-const char* to_string(Fidelity f);
 
 struct EngineOptions {
   Fidelity fidelity = Fidelity::folded;

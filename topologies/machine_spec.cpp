@@ -34,6 +34,7 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.optimizer_memory_bandwidth_Bps = m.optimizer_memory_bandwidth_Bps;
   d.host_link_Bps = m.host_link_Bps;
   d.host_memory_Bps = m.host_memory_Bps;
+  d.fuses_elementwise = m.fuses_elementwise;
   return d;
 }
 

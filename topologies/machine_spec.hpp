@@ -57,6 +57,14 @@ struct MachineSpec {
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update (Sunway: derived)
   double memory_bytes = 0;                       // per device
   int cores_per_device = 1;  // cores that split a device's batch (a TPU v3 chip's two TensorCores)
+  // The device's compiler (the device file's "compiler"; absent: a framework that launches one
+  // kernel per op, as PyTorch eager and TensorFlow without XLA on GPUs). XLA on a TPU fuses
+  // element-wise ops into their producers and consumers (DeviceProfile::fuses_elementwise) and
+  // runs a convolution as an implicit GEMM on the matrix units, its windows read in place (no
+  // im2col pass: models/convnet.hpp).
+  std::string compiler_name;
+  bool fuses_elementwise = false;
+  bool implicit_gemm_convolution = false;
   // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
   // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per
   // direction) and the share of the host's memory bandwidth the CPU optimizer streams at.
@@ -67,6 +75,9 @@ struct MachineSpec {
   double upper_level_bandwidth_ratio = 0;        // bandwidth across supernodes / inside (3/16)
   double node_injection_Bps = 0;                 // per direction; unpublished (free parameter)
   double message_overhead_s = 0;                 // sender's cost per message (Network::message_overhead_s)
+  // --- every family: the file system's aggregate write bandwidth for checkpoints (read only for a
+  // scenario with a "resilience" block; 0 otherwise)
+  double checkpoint_write_Bps = 0;
   // --- every family: latency of one switch hop or link (unpublished: an assumption or a free parameter)
   double link_latency_s = 0;
 

@@ -16,7 +16,7 @@ version=$(sed -n 's/^project(exasim VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists
 "$exe" help > "$tmp/help.txt" || fail "exasim help exited $?"
 "$exe" --help > "$tmp/help2.txt" || fail "exasim --help exited $?"
 cmp -s "$tmp/help.txt" "$tmp/help2.txt" || fail "exasim help and exasim --help differ"
-for sub in run validate calibrate sweep list plot report help; do
+for sub in run validate calibrate sweep list check plot report help; do
   grep -q "^  $sub " "$tmp/help.txt" || fail "exasim help does not list $sub"
   "$exe" "$sub" --help > "$tmp/$sub.txt" || fail "exasim $sub --help exited $?"
   grep -q "^Usage: exasim $sub" "$tmp/$sub.txt" || fail "exasim $sub --help: no usage line: $(head -3 "$tmp/$sub.txt")"
@@ -60,6 +60,19 @@ refused "\-\-jobs" sweep "$src/scenarios/sweeps/tensor3d-batch.json" --jobs 0
 refused "\-\-threads" calibrate --threads 0 --out "$tmp/out/host.json"
 refused "extra" validate extra
 refused "no subcommand 'bogus'" help bogus
+refused "files is required" check
+
+# check: the parser alone, one line per file; exit 2 when any is refused, each refusal with its
+# file and JSON path.
+"$exe" check "$src/scenarios/moda-1024.json" "$src/scenarios/sweeps/tensor3d-batch.json" > "$tmp/check.txt" \
+  || fail "exasim check of two shipped files exited $?"
+[ "$(grep -c ': ok$' "$tmp/check.txt")" = 2 ] || fail "exasim check: $(cat "$tmp/check.txt")"
+rc=0; "$exe" check "$src/scenarios/moda-1024.json" "$src/tests/data/hardening/plan-devices-overflow.json" \
+  > "$tmp/check.txt" || rc=$?
+[ "$rc" = 2 ] || fail "exasim check of a bad file exited $rc, expected 2"
+grep -q "moda-1024.json: ok$" "$tmp/check.txt" || fail "exasim check: the good file: $(cat "$tmp/check.txt")"
+grep -q "plan-devices-overflow.json: refused: .*plan-devices-overflow.json: /plan: expected at most" "$tmp/check.txt" \
+  || fail "exasim check: the bad file's line: $(cat "$tmp/check.txt")"
 
 # plot and report hand every argument after the subcommand, in order, to tools/plot.py.
 printf '#!/bin/sh\nshift 2\nprintf "%%s|" "$@"\n' > "$tmp/py"

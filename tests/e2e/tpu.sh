@@ -70,3 +70,33 @@ check_bad bad-transformer-key.json /model/layers
 check_bad bad-cnn-key.json /model/stages
 check_bad bad-bn-group.json /plan/batch_norm_group
 check_bad bad-devices.json /plan/devices
+# The families' bad input: a torus slice whose shape is not the plan's device count, or outside
+# the pod; an MoE stride that does not divide the layers; a stride on a dense model; BERT's heads
+# on a decoder; decoder layers without the encoder-decoder architecture.
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+g = json.load(open("scenarios/tpu/gshard-moe-128e-12l-128cores.json"))
+def write(name, doc):
+    json.dump(doc, open(f"{d}/{name}", "w"))
+write("bad-slice-shape.json", dict(g, plan=dict(g["plan"], slice=[8, 4])))
+write("bad-slice-size.json", dict(g, plan=dict(g["plan"], slice=[64, 1])))
+write("bad-moe-every.json", dict(g, model=dict(g["model"], moe_every=4)))
+dense = {k: v for k, v in g["model"].items() if k not in ("experts_per_layer", "top_k", "capacity_factor")}
+write("bad-moe-every-dense.json", dict(g, model=dense, plan=dict(g["plan"], expert_parallel=1)))
+gpt = json.load(open("scenarios/gpt-small-dgx-a100.json"))
+write("bad-masked-fraction.json", dict(gpt, model=dict(gpt["model"], masked_fraction=0.15)))
+write("bad-decoder-layers.json", dict(gpt, model=dict(gpt["model"], decoder_layers=4)))
+write("bad-gpu-slice.json", dict(gpt, plan=dict(gpt["plan"], slice=[4, 4])))
+PY
+check_bad bad-slice-shape.json /plan/slice
+check_bad bad-slice-size.json /plan/slice
+check_bad bad-moe-every.json /model/moe_every
+check_bad bad-moe-every-dense.json /model/moe_every
+check_bad bad-masked-fraction.json /model/masked_fraction
+check_bad bad-decoder-layers.json /model/decoder_layers
+check_bad bad-gpu-slice.json /plan/slice
+
+set +e; "$exe" run "$tmp/bad-slice-shape.json" --out "$tmp/x" > "$tmp/err" 2>&1; set -e
+grep -q "expected a torus shape of the plan's 64 devices, got 8 x 4 = 32" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "e2e tpu: bad input ok"

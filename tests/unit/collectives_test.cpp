@@ -13,32 +13,11 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
 
 namespace {
-
-// A star: every node has a private up link and a private down link (bandwidth B, latency L)
-// to a non-blocking switch; path(a, b) = [up(a), down(b)].
-class StarNetwork final : public Network {
- public:
-  StarNetwork(int nodes, double bandwidth_Bps, double latency_s) : nodes_(nodes) {
-    kinds_ = {{"up", bandwidth_Bps, latency_s, true}, {"down", bandwidth_Bps, latency_s, true}};
-  }
-  int node_count() const override { return nodes_; }
-  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
-  void path(int a, int b, std::vector<LinkRef>& out) const override {
-    out.push_back({0, a});
-    out.push_back({1, b});
-  }
-  int domain_of(int, int node) const override { return node; }
-  int compute_units_per_node() const override { return 1; }
-  double compute_unit_speed_flops_per_s() const override { return 1e9; }
-
- private:
-  int nodes_;
-  std::vector<LinkKind> kinds_;
-};
 
 constexpr double kB = 10e9;   // bytes/s
 constexpr double kL = 2e-6;   // s per link
@@ -77,7 +56,7 @@ RooflineCostModel test_cost_model() {
 void check_against_closed_form(int n, CollectiveKind kind, CollectiveAlgorithm algo, Fidelity fid, int block_size = 1) {
   const double bytes = 8.0 * 1024 * 1024 * n;  // divisible by n: whole-byte chunks
   const Workload w = one_collective(n, kind, algo, bytes, block_size);
-  const StarNetwork net(n, kB, kL);
+  const test::StarNetwork net(n, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   EngineOptions opt;
   opt.fidelity = fid;
@@ -375,7 +354,7 @@ TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
   w.node_of_rank = {0};
   w.class_of_rank = {0};
   add_op(w.programs[0], Op{"gemm", "gemm", Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
-  const StarNetwork net(1, kB, kL);
+  const test::StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   CHECK(res.step_time_s == doctest::Approx(F / (P * e)).epsilon(1e-9));
@@ -396,7 +375,7 @@ TEST_CASE("cost model sim: two unordered GEMM ops share the compute units and en
   w.class_of_rank = {0};
   for (const char* name : {"a", "b"})
     add_op(w.programs[0], Op{name, name, Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
-  const StarNetwork net(1, kB, kL);
+  const test::StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   CHECK(res.step_time_s == doctest::Approx(2 * F / (P * e)).epsilon(1e-9));
@@ -414,7 +393,7 @@ TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwid
   const OpId a = add_op(w.programs[0], Op{"mem", "mem", Phase::forward,
                                     ComputeWork{Kernel::residual_add, Precision::fp32, 2e6, bytes, {}}}, {});
   add_op(w.programs[0], Op{"gemm", "gemm", Phase::backward, ComputeWork{Kernel::gemm, Precision::fp16, F, 0, {}}}, {a});
-  const StarNetwork net(1, kB, kL);
+  const test::StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});
   REQUIRE(res.ranks.size() == 1);

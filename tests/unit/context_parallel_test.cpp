@@ -14,6 +14,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
 
@@ -60,31 +61,6 @@ std::map<std::string, std::pair<int, double>> transfers(const StepGraph& g) {
   return seen;
 }
 
-// One switch, 10 GB/s per port each way, 1 us latency.
-class Star final : public Network {
- public:
-  explicit Star(int nodes) : nodes_(nodes) { kinds_ = {{"up", 10e9, 1e-6, true}, {"down", 10e9, 1e-6, true}}; }
-  int node_count() const override { return nodes_; }
-  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
-  void path(int a, int b, std::vector<LinkRef>& out) const override {
-    out.push_back({0, a});
-    out.push_back({1, b});
-  }
-  int domain_of(int, int node) const override { return node; }
-  int compute_units_per_node() const override { return 1; }
-  double compute_unit_speed_flops_per_s() const override { return 1e12; }
-
- private:
-  int nodes_;
-  std::vector<LinkKind> kinds_;
-};
-
-class Teraflop final : public CostModel {
- public:
-  double compute_time_s(const ComputeWork& w) const override { return w.flops / 1e12; }
-  std::string describe() const override { return "1e12 flop/s"; }
-};
-
 // Rank 0's wait before each forward ring block i > 0: when block i's kernel became ready minus
 // when block i-1's ended (0 when the exchange hid under the block before it).
 std::vector<double> ring_waits(int seq) {
@@ -92,7 +68,8 @@ std::vector<double> ring_waits(int seq) {
   m.kv_heads = 16;
   const ParallelPlan p = ring(1, 2, 1);
   const TransformerWorkload tw = build_transformer_workload(m, half(seq), p);
-  const SimResult res = simulate(tw.workload, Star(p.devices()), Teraflop(), EngineOptions{Fidelity::exhaustive});
+  const SimResult res = simulate(tw.workload, test::StarNetwork(p.devices(), 10e9, 1e-6, 1e12), test::FixedRateCostModel(1e12),
+                                  EngineOptions{Fidelity::exhaustive});
   const StepGraph& g = tw.workload.programs.at(res.ranks.at(0).program);
   std::map<std::string, OpTiming> at;
   for (auto v : boost::make_iterator_range(boost::vertices(g))) at[g[v].name] = res.ranks.at(0).ops[v];

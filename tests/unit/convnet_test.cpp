@@ -70,7 +70,7 @@ TEST_CASE("ResNet-18 (basic blocks): 11,689,512 parameters and 1.81 G multiply-a
 
 TEST_CASE("ResNet-50 step: model FLOPs are three forward passes less the stem's data gradient") {
   const ParallelPlan plan = data_parallel(4, 256);
-  const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, 2);
+  const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2});
   const double macs = 4089184256.0;
   const double stem_dgrad = 112.0 * 112 * 64 * 147;  // multiply-adds per image
   CHECK(w.model_flops == doctest::Approx(256 * 2 * (3 * macs - stem_dgrad)).epsilon(1e-12));
@@ -103,7 +103,7 @@ TEST_CASE("distributed batch norm and weight-update sharding add their collectiv
   ParallelPlan plan = data_parallel(8, 512);
   plan.batch_norm_group = 4;
   plan.zero_stage = 1;
-  const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, 1);
+  const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{1});
   const auto n = collectives(w.workload);
   CHECK(n.at("batch_norm_allreduce") == 2 * 53);  // forward statistics and backward sums of each batch norm
   CHECK(n.at("grad_reduce_scatter") == 1);
@@ -118,13 +118,31 @@ TEST_CASE("distributed batch norm and weight-update sharding add their collectiv
 TEST_CASE("convolutional plans the model cannot take are refused") {
   ParallelPlan p = data_parallel(4, 256);
   p.tensor = 2;
-  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, 1), std::invalid_argument);
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
   p = data_parallel(4, 256);
   p.batch_norm_group = 3;
-  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, 1), std::invalid_argument);
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
   p = data_parallel(4, 12);  // 3 images per device over 2 cores
-  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, 2), std::invalid_argument);
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{2}), std::invalid_argument);
   ConvNetSpec tiny = resnet50();
   tiny.image_size = 16;  // 16 / 4 / 2 / 2 / 2 < 1
   CHECK_THROWS_AS(convnet_layers(tiny), std::invalid_argument);
+}
+
+TEST_CASE("an implicit-GEMM convolution has no im2col or col2im ops, the same GEMMs") {
+  const ParallelPlan plan = data_parallel(4, 256);
+  const ConvNetWorkload a = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2, false});
+  const ConvNetWorkload b = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2, true});
+  auto count = [](const StepGraph& g, Kernel k) {
+    int n = 0;
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) n += c->kernel == k;
+    return n;
+  };
+  // ResNet-50's windowed convolutions: the stem, 16 3 x 3 ones and 3 strided 1 x 1 projections;
+  // forward im2col, backward col2im and im2col (the stem has no col2im)
+  CHECK(count(a.workload.programs[0], Kernel::im2col) == 20 + 2 * 20 - 1);
+  CHECK(count(b.workload.programs[0], Kernel::im2col) == 0);
+  CHECK(count(a.workload.programs[0], Kernel::gemm) == count(b.workload.programs[0], Kernel::gemm));
+  CHECK(a.model_flops == b.model_flops);
 }

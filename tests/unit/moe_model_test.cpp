@@ -86,11 +86,12 @@ constexpr double kDensePerLayer = 352, kExpertParams = 280;
 TEST_CASE("moe model: op counts of the tiny model with ParO") {
   const ModaWorkload mw = build();
   const StepGraph& g = mw.step.workload.programs[0];
-  // per layer: 18 forward (the attention's 7, the MoE FFN's 10, the residual); 25 backward (the
-  // forward's 18, each of the 7 GEMMs split into its data and weight gradients); 7 optimizer:
+  // per layer: 19 forward (the attention's 7 and its scores' dropout, the MoE FFN's 10, the
+  // residual); 26 backward (the forward's 19, each of the 7 GEMMs split into its data and weight
+  // gradients); 7 optimizer:
   // ParO's 3 gradient reductions (expert RS, shared RS, shared AR), expert adam, expert param
   // AG, shared adam, shared param AG. No embedding or head (the MoDa models have no vocabulary).
-  CHECK(boost::num_vertices(g) == 2 * (18 + 25 + 7));
+  CHECK(boost::num_vertices(g) == 2 * (19 + 26 + 7));
   int compute = 0, collective = 0, fwd = 0, bwd = 0, opt = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
     (g[v].is_compute() ? compute : collective)++;
@@ -98,11 +99,11 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
     if (g[v].phase == Phase::backward) bwd++;
     if (g[v].phase == Phase::optimizer) opt++;
   }
-  CHECK(fwd == 36);
-  CHECK(bwd == 50);
+  CHECK(fwd == 38);
+  CHECK(bwd == 52);
   CHECK(opt == 14);
   CHECK(collective == 2 * (2 + 2 + 5));  // dispatch+combine fwd and bwd; 5 in the optimizer
-  CHECK(compute == 100 - collective);
+  CHECK(compute == 104 - collective);
   const auto labels = count_by_label(g);
   CHECK(labels.at("dispatch") == 2);
   CHECK(labels.at("combine.bwd") == 2);
@@ -136,7 +137,7 @@ TEST_CASE("moe model: op counts of the tiny model with ParO") {
 TEST_CASE("moe model: op counts without ParO") {
   const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda, false));
   // optimizer per layer: expert AR, shared RS, shared AR, shared AG, expert adam, shared adam
-  CHECK(boost::num_vertices(mw.step.workload.programs[0]) == 2 * (18 + 25 + 6));
+  CHECK(boost::num_vertices(mw.step.workload.programs[0]) == 2 * (19 + 26 + 6));
   const auto labels = count_by_label(mw.step.workload.programs[0]);
   CHECK(labels.at("expert_grad_all_reduce") == 2);
   CHECK(labels.at("shared_grad_all_gather") == 2);
@@ -406,16 +407,18 @@ TEST_CASE("moe model: FLOPs and bytes per phase, counted by hand") {
     if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) comm_bytes[g[v].phase] += c->bytes;
   }
   // Forward, per layer: GEMMs 9728; two layer norms 8 T d each (512 + 512), softmax 5 (b h s) s =
-  // 320, top-k 4 T E = 128, GELU 8 T k ff = 1024, two residuals 3 T d each (192 + 192): 12608.
-  CHECK(flops[Phase::forward] == 2 * 12608);
-  // Backward: the GEMMs twice (19456) and the same memory-bound kernels' flops (2880).
-  CHECK(flops[Phase::backward] == 2 * (19456 + 2880));
+  // 320, top-k 4 T E = 128, GELU 8 T k ff = 1024, two residuals 3 T d each (192 + 192), the
+  // scores' dropout 2 (b h s) s = 128 (the model's default attention dropout 0.1): 12736.
+  CHECK(flops[Phase::forward] == 2 * 12736);
+  // Backward: the GEMMs twice (19456) and the same memory-bound kernels' flops (3008).
+  CHECK(flops[Phase::backward] == 2 * (19456 + 3008));
   // Optimizer: Adam, 12 flops per parameter of the shards (expert 280 / R = 140, dense 352 / K = 88).
   CHECK(flops[Phase::optimizer] == 2 * 12 * (140 + 88));
   // Forward memory-bound bytes per layer (fp32): layer norms 2 T d x 4 each (512 + 512), softmax
   // 2 (b h s) s x 4 = 512, residuals 3 T d x 4 each (768 + 768), top-k 2 T E x 4 = 256, permute and
-  // unpermute 2 T k d x 4 each (512 + 512), GELU 2 T k ff x 4 = 1024: 5376.
-  CHECK(memory_bound_bytes[Phase::forward] == 2 * 5376);
+  // unpermute 2 T k d x 4 each (512 + 512), GELU 2 T k ff x 4 = 1024, the scores' dropout
+  // (2 x 4 + 1) (b h s) s = 576 (its 1-byte mask): 5952.
+  CHECK(memory_bound_bytes[Phase::forward] == 2 * 5952);
   // Communication: the two all-to-alls of T k d fp32 values each way (256 bytes each).
   CHECK(comm_bytes[Phase::forward] == 2 * 2 * 256);
   CHECK(comm_bytes[Phase::backward] == 2 * 2 * 256);

@@ -16,47 +16,19 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
 
 namespace {
 
-// A star: every node has a private up link and a private down link (bandwidth B, latency L)
-// to a non-blocking switch; path(a, b) = [up(a), down(b)]. One compute unit per node.
-class StarNetwork final : public Network {
- public:
-  StarNetwork(int nodes, double bandwidth_Bps, double latency_s) : nodes_(nodes) {
-    kinds_ = {{"up", bandwidth_Bps, latency_s, true}, {"down", bandwidth_Bps, latency_s, true}};
-  }
-  int node_count() const override { return nodes_; }
-  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
-  void path(int a, int b, std::vector<LinkRef>& out) const override {
-    out.push_back({0, a});
-    out.push_back({1, b});
-  }
-  int domain_of(int, int node) const override { return node; }
-  int compute_units_per_node() const override { return 1; }
-  double compute_unit_speed_flops_per_s() const override { return 1e9; }
-
- private:
-  int nodes_;
-  std::vector<LinkKind> kinds_;
-};
-
-// A compute op's cost is its flops at 1e12 flop/s: 1e12 flops take one second.
-class TeraflopCostModel final : public CostModel {
- public:
-  static constexpr double kRate_flops_per_s = 1e12;
-  double compute_time_s(const ComputeWork& w) const override { return w.flops / kRate_flops_per_s; }
-  std::string describe() const override { return "1e12 flop/s, every kernel"; }
-};
-
+constexpr double kRate_flops_per_s = 1e12;  // every kernel (1e12 flops take one second)
 constexpr double kBandwidth_Bps = 10e9;
 constexpr double kLatency_s = 2e-6;  // per link; a flow crosses two
 
 Op compute_op(const std::string& name, Phase phase, double seconds) {
   return Op{name, phase == Phase::forward ? "fwd" : "bwd", phase,
-            ComputeWork{Kernel::gemm, Precision::fp32, seconds * TeraflopCostModel::kRate_flops_per_s, 0, {}}};
+            ComputeWork{Kernel::gemm, Precision::fp32, seconds * kRate_flops_per_s, 0, {}}};
 }
 
 Op transfer_op(const std::string& name, Phase phase, TransferWork::Direction d, const std::string& role, int offset,
@@ -103,8 +75,8 @@ Workload send_then_compute() {
 
 void check_send_then_compute(Fidelity fid) {
   const Workload w = send_then_compute();
-  const StarNetwork net(2, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(2, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{fid});
   const double flow_s = 2 * kLatency_s + kSendBytes / kBandwidth_Bps;
   CHECK(res.step_time_s == doctest::Approx(2.0 + flow_s).epsilon(1e-9));
@@ -249,8 +221,8 @@ double ideal_step_s(const PipelineSpec& ps) { return (ps.m + ps.p - 1) * 3 * ps.
 
 void check_ideal_pipeline(const PipelineSpec& ps, Fidelity fid) {
   const Workload w = pipeline_workload(ps);
-  const StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{fid});
   const double tb_s = 2 * ps.tf_s;
   CHECK(res.step_time_s == doctest::Approx(ideal_step_s(ps)).epsilon(1e-9));
@@ -332,8 +304,8 @@ TEST_CASE("pipeline engine: 1F1B stage orders hold every pass once, warm-up forw
 void check_pipeline_with_transfers(Fidelity fid) {
   PipelineSpec ps{4, 4, 2, 1, Schedule::gpipe, 0.1, 1e8};
   const Workload w = pipeline_workload(ps);
-  const StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{fid});
   // Each transfer takes x = 2L + bytes/B, shorter than a pass, so a stage never waits on its own
   // sends: the forward wave crosses p-1 hops, the backward wave too.
@@ -365,8 +337,8 @@ TEST_CASE("pipeline engine: exhaustive GPipe p=4 m=8 dp=2 then a data-parallel r
                  CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "data", bytes}},
            {last});
   }
-  const StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   const double ar_s = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, ps.dp, bytes)
                           .alpha_beta_time_s(2 * kLatency_s, kBandwidth_Bps);
@@ -389,8 +361,8 @@ TEST_CASE("pipeline engine: exhaustive all_reduce between the first and the last
                  CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "tied", bytes}},
            {last});
   }
-  const StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   // The last stage enters early; each ring step then waits for stage 0's flow of the step before.
   const double ar_s = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 2, bytes)
@@ -415,8 +387,8 @@ TEST_CASE("pipeline engine: unordered compute ops share the units in their progr
   add_op(w.programs[0], compute_op("b", Phase::forward, 1.0), {});
   const OpId a = add_op(w.programs[1], compute_op("a", Phase::forward, 1.0), {});
   add_op(w.programs[1], compute_op("b", Phase::forward, 1.0), {a});
-  const StarNetwork net(2, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(2, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   REQUIRE(res.ranks.size() == 2);
   for (const auto& op : res.ranks[0].ops) CHECK(op.end_s == doctest::Approx(2.0).epsilon(1e-9));
@@ -431,8 +403,8 @@ TEST_CASE("pipeline engine: unordered compute ops share the units in their progr
 TEST_CASE("pipeline engine: a folded class whose ranks run different programs is refused") {
   Workload w = send_then_compute();
   w.class_of_rank = {0, 0};
-  const StarNetwork net(2, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(2, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::folded}),
                        doctest::Contains("ranks 0 and 1 of class 0 run different programs"), std::runtime_error);
 }
@@ -440,8 +412,8 @@ TEST_CASE("pipeline engine: a folded class whose ranks run different programs is
 TEST_CASE("pipeline engine: a receive without a matching send is refused, naming the op, rank and tag") {
   Workload w = send_then_compute();
   std::get<TransferWork>(w.programs[1][0].work).tag = 8;  // rank 0 sends tag 7
-  const StarNetwork net(2, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(2, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::exhaustive}),
                        doctest::Contains("op 'recv' (program 1) on rank 1 receives tag 8 from rank 0"),
                        std::runtime_error);
@@ -450,8 +422,8 @@ TEST_CASE("pipeline engine: a receive without a matching send is refused, naming
 TEST_CASE("pipeline engine: a folded receive without a matching send is refused") {
   Workload w = send_then_compute();
   std::get<TransferWork>(w.programs[1][0].work).tag = 8;
-  const StarNetwork net(2, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(2, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::folded}),
                        doctest::Contains("has no send with that tag"), std::runtime_error);
 }
@@ -469,8 +441,8 @@ TEST_CASE("pipeline engine: a receive whose tagged send goes to another rank is 
   add_op(w.programs[0], transfer_op("send", Phase::forward, D::send, "pipe", 2, 1e6, 7), {});
   add_op(w.programs[1], transfer_op("recv", Phase::forward, D::recv, "pipe", 1, 1e6, 7), {});
   add_op(w.programs[2], compute_op("idle", Phase::forward, 1.0), {});
-  const StarNetwork net(3, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(3, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::exhaustive}),
                        doctest::Contains("that rank's op 'send' sends it to rank 2"), std::runtime_error);
 }
@@ -479,8 +451,8 @@ TEST_CASE("pipeline engine: two sends with one tag in a program are refused") {
   Workload w = send_then_compute();
   using D = TransferWork::Direction;
   add_op(w.programs[0], transfer_op("send_again", Phase::forward, D::send, "pipe", 1, kSendBytes, 7), {});
-  const StarNetwork net(2, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(2, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::exhaustive}),
                        doctest::Contains("ops 'send' and 'send_again' both send tag 7"), std::runtime_error);
 }
@@ -494,8 +466,8 @@ TEST_CASE("pipeline engine: a collective missing on one member's program is refu
   add_op(w.programs[0], Op{"grad", "grad", Phase::optimizer,
                            CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "cross", 1e6}},
          {});
-  const StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::exhaustive}),
                        doctest::Contains("has no matching collective on rank(s) 2"), std::runtime_error);
 }
@@ -508,8 +480,8 @@ TEST_CASE("pipeline engine: matched collectives that disagree on their bytes are
     add_op(w.programs[s], Op{"grad", "grad", Phase::optimizer,
                              CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "cross", 1e6 * (s + 1)}},
            {});
-  const StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
-  const TeraflopCostModel cost;
+  const test::StarNetwork net(w.rank_count, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
   CHECK_THROWS_WITH_AS(simulate(w, net, cost, EngineOptions{Fidelity::exhaustive}),
                        doctest::Contains("as the same collective over role 'cross': they must agree"),
                        std::runtime_error);

@@ -15,6 +15,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
 
@@ -153,33 +154,6 @@ TEST_CASE("model FLOPs equal Megatron's Eq. 3 in every tensor mode, shards are 1
 
 namespace {
 
-// Every node has a private up and down link to a non-blocking switch; one compute unit per node.
-class Star final : public Network {
- public:
-  explicit Star(int nodes) : nodes_(nodes) {
-    kinds_ = {{"up", 10e9, 1e-6, true}, {"down", 10e9, 1e-6, true}};
-  }
-  int node_count() const override { return nodes_; }
-  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
-  void path(int a, int b, std::vector<LinkRef>& out) const override {
-    out.push_back({0, a});
-    out.push_back({1, b});
-  }
-  int domain_of(int, int node) const override { return node; }
-  int compute_units_per_node() const override { return 1; }
-  double compute_unit_speed_flops_per_s() const override { return 1e12; }
-
- private:
-  int nodes_;
-  std::vector<LinkKind> kinds_;
-};
-
-class Teraflop final : public CostModel {
- public:
-  double compute_time_s(const ComputeWork& w) const override { return w.flops / 1e12; }
-  std::string describe() const override { return "1e12 flop/s"; }
-};
-
 // Replays the plan's step graphs on every rank; the step takes at least the compute of stage 0.
 void replay(const ParallelPlan& p) {
   const auto tw = build_transformer_workload(gpt(4, 256), half(), p);
@@ -187,7 +161,8 @@ void replay(const ParallelPlan& p) {
   const StepGraph& g = tw.workload.programs[0];
   for (auto v : boost::make_iterator_range(boost::vertices(g)))
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) compute_s += c->flops / 1e12;
-  const SimResult res = simulate(tw.workload, Star(p.devices()), Teraflop(), EngineOptions{Fidelity::exhaustive});
+  const SimResult res = simulate(tw.workload, test::StarNetwork(p.devices(), 10e9, 1e-6, 1e12), test::FixedRateCostModel(1e12),
+                                  EngineOptions{Fidelity::exhaustive});
   CHECK(res.ranks.size() == size_t(p.devices()));
   CHECK(res.step_time_s > compute_s);
 }

@@ -1,0 +1,53 @@
+#include "models/transformer_parameters.hpp"
+
+namespace exasim {
+
+double attention_parameters(const ModelSpec& m) {
+  const double d = m.d_model;
+  return 2 * d * d + 2 * d * d * m.key_value_heads() / m.heads + 8 * d;
+}
+
+double cross_attention_parameters(const ModelSpec& m) {
+  const double d = m.d_model;
+  return 2 * d * d + 2 * d * d * m.key_value_heads() / m.heads + 6 * d;
+}
+
+double ffn_parameters(const ModelSpec& m) {
+  const double d = m.d_model, ff = m.d_ff;
+  return m.ffn == ModelSpec::Ffn::swiglu ? 3 * d * ff : 2 * d * ff + ff + d;
+}
+
+double layer_dense_parameters(const ModelSpec& m, int l) {
+  const double attention = attention_parameters(m) + (m.is_decoder_layer(l) ? cross_attention_parameters(m) : 0);
+  return attention + (m.is_moe_layer(l) ? double(m.d_model) * m.experts_per_layer : ffn_parameters(m));
+}
+
+double layer_expert_parameters(const ModelSpec& m, int l) {
+  return m.is_moe_layer(l) ? m.experts_per_layer * ffn_parameters(m) : 0;
+}
+
+double embedding_parameters(const ModelSpec& m, double seq_len) {
+  const double d = m.d_model, V = m.vocab;
+  if (V <= 0) return 0;  // no vocabulary (BaGuaLu's MoDa models): no embedding
+  return (V + seq_len) * d + (m.architecture == ModelSpec::Architecture::encoder ? 4 * d : 0);
+}
+
+double head_parameters(const ModelSpec& m) {
+  if (m.architecture != ModelSpec::Architecture::encoder || m.vocab <= 0) return 0;
+  const double d = m.d_model;
+  const double masked_lm = d * d + d + 2 * d + m.vocab;
+  return masked_lm + (m.next_sentence ? d * d + d + 2 * d + 2 : 0);
+}
+
+double transformer_parameters(const ModelSpec& m, double seq_len) {
+  // In closed form (a count of layers may be large): the MoE layers of the encoder and the decoder.
+  const double moe = m.dense() ? 0 : double(m.layers / m.moe_every) + double(m.decoder_layers / m.moe_every);
+  const double layers = m.total_layers();
+  const double d = m.d_model;
+  const double untied_logits = m.tied_embeddings ? 0 : double(m.vocab) * d;
+  return embedding_parameters(m, seq_len) + untied_logits + head_parameters(m) + layers * attention_parameters(m) +
+         m.decoder_layers * cross_attention_parameters(m) + (layers - moe) * ffn_parameters(m) +
+         moe * (d * m.experts_per_layer + m.experts_per_layer * ffn_parameters(m));
+}
+
+}  // namespace exasim

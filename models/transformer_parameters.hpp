@@ -1,0 +1,36 @@
+// Parameter counts of the transformer layer vocabulary (models/moe_spec.hpp: decoder-only,
+// encoder-only, encoder-decoder; dense or MoE per layer), in one place for the step-graph
+// builder (models/transformer.cpp) and the memory model (models/memory_model.cpp).
+//
+// Megatron-LM's count per layer: self-attention 4 d^2 + 4 d (grouped-query: K and V are
+// d x kv d/h), its two layer norms 4 d; the feed-forward 2 d d_ff + d_ff + d (SwiGLU: 3 d d_ff,
+// no biases). A decoder layer of an encoder-decoder model adds cross-attention (Q, K, V and the
+// output projection, 4 d^2 + 4 d) and its layer norm (2 d). An MoE layer has E feed-forwards
+// (the experts) and the gate d x E instead of the one feed-forward.
+// Outside the layers: the word embedding V d and the position embedding s d (decoder-only and
+// encoder-decoder share one word embedding between the input, the decoder's input and the
+// logits when tied); encoder-only (BERT, Devlin et al. 2019) adds the two token-type
+// embeddings and the embedding layer norm (2 d + 2 d), the masked-LM head (a d x d transform with
+// bias, a layer norm, the output bias V; its decoder matrix is the tied word embedding) and, with
+// the next-sentence head, the pooler (d^2 + d) and the 2-way classifier (2 d + 2). BERT-Large
+// (24 layers, d 1024, d_ff 4096, V 30,522, s 512): 336,226,108.
+#pragma once
+#include "models/moe_spec.hpp"
+
+namespace exasim {
+
+double attention_parameters(const ModelSpec& m);   // self-attention and the layer's two layer norms
+double cross_attention_parameters(const ModelSpec& m);  // cross-attention and its layer norm
+double ffn_parameters(const ModelSpec& m);         // one feed-forward (one expert)
+// Layer l (0 .. total_layers() - 1): its parameters outside the experts (attention, cross-attention,
+// the dense feed-forward or the gate), and its experts' (0 for a dense layer).
+double layer_dense_parameters(const ModelSpec& m, int l);
+double layer_expert_parameters(const ModelSpec& m, int l);
+// Outside the layers: the embeddings (the word embedding, positions, BERT's token types and
+// layer norm) and BERT's heads (see above); transformer_parameters adds the logits' own V x d
+// when the embeddings are untied.
+double embedding_parameters(const ModelSpec& m, double seq_len);
+double head_parameters(const ModelSpec& m);
+double transformer_parameters(const ModelSpec& m, double seq_len);
+
+}  // namespace exasim

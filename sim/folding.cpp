@@ -1,0 +1,88 @@
+#include "sim/folding.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace exasim {
+
+const char* to_string(Fidelity f) { return f == Fidelity::folded ? "folded" : "exhaustive"; }
+
+int folding_class(const Workload& w, int rank) { return w.class_of_rank.at(rank); }
+
+int Folding::slot_standing_for(const Workload& w, int rank) const {
+  return fidelity == Fidelity::exhaustive ? rank_slot.at(rank) : slot_of_class.at(folding_class(w, rank));
+}
+
+namespace {
+
+void choose_representatives(const Workload& w, Folding& f) {
+  std::map<int, int> rep_of_class;  // class -> slot
+  for (int r = 0; r < w.rank_count; ++r) {
+    const int c = folding_class(w, r);
+    auto it = rep_of_class.find(c);
+    if (it == rep_of_class.end()) {
+      rep_of_class[c] = static_cast<int>(f.slot_rank.size());
+      f.rank_slot[r] = static_cast<int>(f.slot_rank.size());
+      f.slot_rank.push_back(r);
+      f.multiplicity.push_back(1);
+      continue;
+    }
+    const int rep = f.slot_rank[it->second];
+    if (w.program_index(r) != w.program_index(rep))
+      throw std::runtime_error("folded fidelity: ranks " + std::to_string(rep) + " and " + std::to_string(r) +
+                               " of class " + std::to_string(c) + " run different programs (" +
+                               std::to_string(w.program_index(rep)) + " and " + std::to_string(w.program_index(r)) +
+                               "); a class must not mix programs (give them different classes, or use "
+                               "--fidelity exhaustive)");
+    f.multiplicity[it->second]++;
+  }
+  f.slot_of_class.insert(rep_of_class.begin(), rep_of_class.end());
+}
+
+// See the top of folding.hpp.
+void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
+  const auto& kinds = net.link_kinds();
+  f.domain.assign(kinds.size(), {});
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k].node_private) continue;
+    std::map<int, std::map<int, int>> hist;  // domain -> class -> count
+    for (int r = 0; r < w.rank_count; ++r)
+      hist[net.domain_of(static_cast<int>(k), w.node_of_rank[r])][folding_class(w, r)]++;
+    std::map<std::pair<std::vector<int>, int>, int> instance_of;  // (classes, largest count) -> folded link
+    for (auto& [dom, byclass] : hist) {
+      int per = 0;
+      std::vector<int> classes;
+      for (auto& [cls, n] : byclass) {
+        per = std::max(per, n);
+        classes.push_back(cls);
+      }
+      auto key = std::make_pair(std::move(classes), per);
+      auto it = instance_of.find(key);
+      if (it == instance_of.end()) it = instance_of.emplace(key, static_cast<int>(instance_of.size())).first;
+      f.domain[k][dom] = FoldedDomain{it->second, per};
+    }
+  }
+}
+
+}  // namespace
+
+Folding fold_ranks(const Workload& w, const Network& net, Fidelity fid) {
+  Folding f;
+  f.fidelity = fid;
+  f.rank_slot.assign(w.rank_count, -1);
+  if (fid == Fidelity::exhaustive) {
+    for (int r = 0; r < w.rank_count; ++r) {
+      f.rank_slot[r] = r;
+      f.slot_rank.push_back(r);
+      f.multiplicity.push_back(1);
+    }
+    return f;
+  }
+  choose_representatives(w, f);
+  fold_shared_links(w, net, f);
+  return f;
+}
+
+}  // namespace exasim

@@ -1,0 +1,101 @@
+#include "sim/path_mapping.hpp"
+
+#include <stdexcept>
+
+namespace exasim {
+
+PathMap::PathMap(const Network& net, const Folding& folding) : net_(net), folding_(folding) {
+  if (folding_.fidelity != Fidelity::folded) return;
+  const size_t slots = folding_.slot_rank.size();
+  slot_endpoint_.resize(slots);
+  for (size_t s = 0; s < slots; ++s) {
+    endpoints_.push_back("rep" + std::to_string(s) + ".nic");
+    slot_endpoint_[s] = static_cast<int>(endpoints_.size()) - 1;
+  }
+}
+
+int PathMap::link_id(int kind, int instance, double bandwidth_Bps) {
+  const uint64_t key = (uint64_t(uint32_t(kind)) << 32) | uint32_t(instance);
+  auto it = link_index_.find(key);
+  if (it != link_index_.end()) return it->second;
+  const auto& lk = net_.link_kinds().at(kind);
+  links_.push_back({lk.name + "#" + std::to_string(instance), bandwidth_Bps, lk.latency_s});
+  const int id = static_cast<int>(links_.size()) - 1;
+  link_index_[key] = id;
+  return id;
+}
+
+std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
+  thread_local std::vector<LinkRef> p;
+  p.clear();
+  net_.path(src_node, dst_node, p);
+  std::vector<int> out;
+  out.reserve(p.size());
+  const auto& kinds = net_.link_kinds();
+  for (const LinkRef& l : p) {
+    const LinkKind& k = kinds.at(l.kind);
+    if (folding_.fidelity == Fidelity::exhaustive)
+      out.push_back(link_id(l.kind, l.instance, k.bandwidth_Bps));
+    else if (k.node_private)
+      out.push_back(link_id(l.kind, slot, k.bandwidth_Bps));  // the representative's own link
+    else {
+      const auto& domains = folding_.domain.at(l.kind);
+      auto it = domains.find(l.instance);
+      if (it == domains.end())
+        throw std::runtime_error("folded fidelity: a flow crosses " + k.name + " of domain " +
+                                 std::to_string(l.instance) + ", which holds no rank");
+      out.push_back(link_id(l.kind, it->second.instance, k.bandwidth_Bps / it->second.per));
+    }
+  }
+  return out;
+}
+
+int PathMap::route_id(int slot, int src_node, int dst_node) {
+  const uint64_t key = (uint64_t(uint32_t(slot)) << 32) | uint32_t(dst_node);
+  auto it = route_id_of_dst_.find(key);
+  if (it != route_id_of_dst_.end()) return it->second;
+  std::vector<int> route = map_path(slot, src_node, dst_node);
+  auto [ri, inserted] = route_index_.emplace(route, static_cast<int>(interned_routes_.size()));
+  if (inserted) interned_routes_.push_back(std::move(route));
+  return route_id_of_dst_[key] = ri->second;
+}
+
+int PathMap::endpoint_for_node(int node) {
+  auto it = node_endpoint_.find(node);
+  if (it != node_endpoint_.end()) return it->second;
+  endpoints_.push_back(net_.node_name(node) + ".nic");
+  const int id = static_cast<int>(endpoints_.size()) - 1;
+  node_endpoint_[node] = id;
+  return id;
+}
+
+double PathMap::route_latency_s(const std::vector<int>& links) const {
+  double s = 0;
+  for (int l : links) s += links_[l].latency_s;
+  return s;
+}
+
+std::pair<int, int> PathMap::exhaustive_endpoints(int slot, int src_node, int dst_node) {
+  const int src_ep = endpoint_for_node(src_node);
+  const int dst_ep = endpoint_for_node(dst_node);
+  const auto key = std::make_pair(src_ep, dst_ep);
+  if (!routes_.count(key)) routes_[key] = map_path(slot, src_node, dst_node);
+  return key;
+}
+
+std::pair<int, int> PathMap::folded_endpoints(int slot, const std::vector<int>& route) {
+  auto it = sink_by_route_.find(route);
+  int sink;
+  if (it == sink_by_route_.end()) {
+    endpoints_.push_back("rep" + std::to_string(slot) + ".sink" + std::to_string(sink_by_route_.size()));
+    sink = static_cast<int>(endpoints_.size()) - 1;
+    sink_by_route_[route] = sink;
+  } else {
+    sink = it->second;
+  }
+  const auto key = std::make_pair(slot_endpoint_[slot], sink);
+  routes_.emplace(key, route);  // kept if already there
+  return key;
+}
+
+}  // namespace exasim

@@ -1,0 +1,73 @@
+// Path mapping: the network's paths turned into the links, endpoints and routes of the
+// simulated platform (no SimGrid here; the driver builds the platform from them).
+//
+//  * exhaustive: every flow goes from its source node's endpoint to its real destination
+//    node's endpoint over the real path.
+//  * folded: a representative's flow is routed over the real path mapped onto the folded
+//    platform: node-private links map to the representative's own links (in a symmetric
+//    pattern a rank receives what it sends: the "mirror"), shared links map to the folded
+//    link of their domain (see folding.hpp), whose capacity is divided by the number of ranks
+//    each representative stands for there. The flow goes from the representative's endpoint
+//    to a sink of its route.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sim/folding.hpp"
+#include "sim/network.hpp"
+
+namespace exasim {
+
+struct ResolvedLink {
+  std::string name;
+  double bandwidth_Bps;
+  double latency_s;
+};
+
+class PathMap {
+ public:
+  // Folded fidelity gives each slot an endpoint now (endpoints 0 .. slots-1).
+  PathMap(const Network& net, const Folding& folding);
+
+  // The links (ids in links()) of the path from src_node to dst_node as slot sees it.
+  std::vector<int> map_path(int slot, int src_node, int dst_node);
+  // Folded: the id of map_path(slot, src_node, dst_node) among the distinct routes seen, cached
+  // per (slot, dst_node): a direct all-to-all over a large group asks for every member's node at
+  // every exchange, and its sends fold onto a handful of routes.
+  int route_id(int slot, int src_node, int dst_node);
+  const std::vector<int>& route(int id) const { return interned_routes_[id]; }
+  double route_latency_s(const std::vector<int>& links) const;
+
+  // Exhaustive: the endpoints of a flow between two nodes, its route registered.
+  std::pair<int, int> exhaustive_endpoints(int slot, int src_node, int dst_node);
+  // Folded: the endpoints of a representative's flow over a mapped route (to the route's sink).
+  std::pair<int, int> folded_endpoints(int slot, const std::vector<int>& route);
+
+  const std::vector<ResolvedLink>& links() const { return links_; }
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // (source endpoint, destination endpoint) -> links
+  const std::map<std::pair<int, int>, std::vector<int>>& routes() const { return routes_; }
+
+ private:
+  int link_id(int kind, int instance, double bandwidth_Bps);
+  int endpoint_for_node(int node);
+
+  const Network& net_;
+  const Folding& folding_;
+  std::vector<ResolvedLink> links_;
+  std::unordered_map<uint64_t, int> link_index_;
+  std::vector<std::string> endpoints_;
+  std::unordered_map<int, int> node_endpoint_;
+  std::map<std::vector<int>, int> sink_by_route_;
+  std::unordered_map<uint64_t, int> route_id_of_dst_;  // (slot, dst node) -> route id
+  std::map<std::vector<int>, int> route_index_;         // route -> id
+  std::vector<std::vector<int>> interned_routes_;       // id -> route
+  std::map<std::pair<int, int>, std::vector<int>> routes_;
+  std::vector<int> slot_endpoint_;
+};
+
+}  // namespace exasim

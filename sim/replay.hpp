@@ -1,0 +1,175 @@
+// The engine's internals (not part of its interface; engine.hpp is): the replay of one step.
+//
+// The step is first expanded into our own task DAG (task_graph.cpp: compute tasks, flows,
+// joins, with send/receive matching; collective_expansion.cpp: collectives into steps of
+// flows); SimGrid activities are created only when a task becomes ready (simgrid_driver.cpp).
+// Which ranks run is decided by folding.hpp, and how their flows are routed by path_mapping.hpp.
+#pragma once
+#include <simgrid/s4u.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/collectives.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/folding.hpp"
+#include "sim/network.hpp"
+#include "sim/path_mapping.hpp"
+#include "sim/workload.hpp"
+
+namespace exasim::detail {
+
+// A task of the DAG: 48 bytes; its successors live in the Replay's shared storage (succ_).
+struct Task {
+  enum Kind : uint8_t { compute, flow, join };
+  double amount = 0;   // compute: seconds; flow: bytes
+  double delay_s = 0;  // flow: extra latency before the transfer
+  double end_s = -1;
+  int pending = 0;
+  int parts = 0;       // SimGrid activities still running for this task
+  int slot = -1;       // simulated rank slot (compute tasks)
+  int src = -1, dst = -1;  // flow endpoints
+  Kind kind = join;
+};
+
+// What the engine needs of one program, prepared once however many slots run it.
+struct ProgramInfo {
+  const StepGraph* graph = nullptr;
+  int index = 0;                      // in Workload::programs
+  size_t n_ops = 0;
+  std::vector<double> op_seconds;     // per op: the cost of a compute op, else 0
+  std::vector<const GroupTable*> table;  // per op: the group table of a collective or transfer
+  std::vector<int> collective_seq;    // per collective op: its index among the program's
+                                      // collectives over the same role
+  std::unordered_map<long, OpId> send_by_tag;
+  bool compute_chain = false;         // see compute_ops_form_a_chain()
+};
+
+// One rank's side of an exhaustive collective.
+struct Participant {
+  int slot;
+  OpId op;
+  int ready, done;
+};
+
+// One collective among the members of one group (exhaustive fidelity).
+struct CollectiveInstance {
+  const CollectiveWork* work = nullptr;  // the first member's
+  OpId first_op = 0;
+  int first_slot = 0;
+  const GroupTable* gt = nullptr;
+  int group = 0;
+  std::vector<int> by_member;  // member index -> participant, -1 until it arrives
+  int arrived = 0;
+};
+
+// A receive waiting for its send (resolved once every task exists).
+struct PendingRecv {
+  int slot;
+  OpId op;
+  int done;
+};
+
+class Replay {
+ public:
+  Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f)
+      : w_(w),
+        net_(net),
+        cost_(cost),
+        fid_(f),
+        overhead_s_(net.message_overhead_s()),
+        fold_(fold_ranks(w, net, f)),
+        paths_(net, fold_) {}
+
+  SimResult run();
+
+ private:
+  // --- the task DAG (task_graph.cpp)
+  int new_task(Task::Kind k) {
+    tasks_.emplace_back();
+    tasks_.back().kind = k;
+    return static_cast<int>(tasks_.size()) - 1;
+  }
+  // Edges are collected while the DAG is built, then laid out by source (finish_edges).
+  void edge(int from, int to) {
+    edges_.push_back({from, to});
+    tasks_[to].pending++;
+  }
+  void finish_edges();
+  void prepare_program(int index);
+  void prepare_slots();
+  void build();
+  void expand_op(int s, OpId v, int ready);
+  void check_collectives_matched() const;
+  void expand_send(int s, OpId v, const TransferWork& t, int ready);
+  void resolve_recv(const PendingRecv& p);
+  static bool compute_ops_form_a_chain(const StepGraph& g);
+  int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
+  int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
+  const GroupTable& table(const std::string& role) const;
+  const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
+  // The member of r's group for the role at (r's index + offset) mod the group's size.
+  int peer_of(const GroupTable& gt, int rank, long offset, const Op& op) const;
+  std::string describe_op(int slot, OpId v) const;
+
+  // --- collectives into flows (collective_expansion.cpp)
+  void join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready);
+  void expand_collectives_exhaustive();
+  void side_flows(const CollectiveInstance& in, int slot, const CollectiveSchedule& sch,
+                  std::vector<std::vector<std::pair<int, int>>>& out);
+  void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+
+  // --- SimGrid side (simgrid_driver.cpp)
+  void build_platform();
+  void simulate_tasks();
+  void launch(int t);
+  void start_delay(int t, double seconds);
+  void part_done(int t);
+  void complete(int t);
+  void drain();
+  void drain_soon();
+
+  SimResult collect_result();
+
+  const Workload& w_;
+  const Network& net_;
+  const CostModel& cost_;
+  Fidelity fid_;
+  double overhead_s_;  // the network's per-message sender overhead
+  Folding fold_;
+  PathMap paths_;
+
+  std::vector<Task> tasks_;
+  std::vector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
+  // Successors of task t: succ_[succ_begin_[t] .. succ_begin_[t + 1]), in creation order.
+  std::vector<int> succ_begin_, succ_;
+  std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
+  std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
+  std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_
+  std::vector<int> op_ready_, op_done_;  // [slot_base_[slot] + op]
+  std::vector<char> slot_compute_as_delay_;  // per slot: its program's compute ops form a chain
+
+  // exhaustive collectives: instances by (group table, group, sequence number)
+  std::map<std::tuple<const GroupTable*, int, int>, int> instance_of_;
+  std::vector<CollectiveInstance> instances_;
+  std::vector<Participant> participants_;
+  std::vector<int> complete_instances_;  // complete, not yet expanded
+  std::vector<PendingRecv> recvs_;
+
+  std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
+  std::vector<simgrid::s4u::Host*> ep_hosts_;
+  double unit_speed_ = 1;
+  std::unordered_map<const simgrid::s4u::Activity*, simgrid::s4u::ActivityPtr> live_;
+  std::vector<simgrid::s4u::ActivityPtr> finished_;
+  std::vector<int> ready_queue_;
+  bool drain_pending_ = false;
+  SimStats stats_;
+};
+
+}  // namespace exasim::detail

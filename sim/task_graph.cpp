@@ -1,0 +1,268 @@
+// The task DAG of one step: each simulated rank's ops become tasks (a join per op once its
+// predecessors are done, a compute task, the flows of a transfer or collective), op id by op id
+// over every slot (op 0 of every slot, then op 1, ...; op ids are per program, so each slot's
+// ops sit at their own offset in op_ready_ / op_done_).
+//
+// Point-to-point transfers: a send is one flow from the sender to its peer (exhaustive: the
+// real endpoints and path; folded: from the representative over the mapped path to a sink,
+// like a folded collective's flows); it is done when its bytes have arrived. A receive is
+// done when its own predecessors are done and the matching send's flow has arrived; in
+// folded fidelity the sender is the representative of the sending rank's class. Receives
+// are wired to their sends after every task exists (the send may come at a later op id or in
+// another slot). A zero-byte transfer, or one between two ranks on the same node (the
+// Network describes no intra-node path), takes no time but still orders the ops.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include "sim/replay.hpp"
+
+namespace exasim::detail {
+
+const GroupTable& Replay::table(const std::string& role) const {
+  auto it = w_.groups.find(role);
+  if (it == w_.groups.end()) throw std::runtime_error("workload has no group role '" + role + "'");
+  return it->second;
+}
+
+int Replay::flow_task(int src_ep, int dst_ep, double bytes, double delay_s) {
+  const int t = new_task(Task::flow);
+  tasks_[t].src = src_ep;
+  tasks_[t].dst = dst_ep;
+  tasks_[t].amount = bytes;
+  tasks_[t].delay_s = delay_s;
+  return t;
+}
+
+// A flow from a representative over a mapped route, to the sink of that route (folded).
+int Replay::folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s) {
+  const auto [src_ep, dst_ep] = paths_.folded_endpoints(slot, route);
+  return flow_task(src_ep, dst_ep, bytes, delay_s);
+}
+
+// True when every two compute ops of the program are ordered by the graph, so that a rank
+// never runs two compute tasks at once: each task then has its compute units to itself
+// and can be simulated as a delay of its cost. Ids are topological, so this holds when each
+// compute op is reachable from the compute op just before it in id order, i.e. when that
+// one is the latest compute op among its ancestors. One pass: latest[x] is the largest
+// compute op that is x or reaches x.
+bool Replay::compute_ops_form_a_chain(const StepGraph& g) {
+  const size_t n = boost::num_vertices(g);
+  std::vector<long> latest(n, -1);
+  long previous = -1;  // the last compute op seen in id order
+  for (OpId v = 0; v < n; ++v) {
+    long above = -1;
+    auto in = boost::in_edges(v, g);
+    for (auto e = in.first; e != in.second; ++e) above = std::max(above, latest[boost::source(*e, g)]);
+    if (g[v].is_compute()) {
+      if (previous >= 0 && above != previous) return false;
+      previous = static_cast<long>(v);
+      latest[v] = static_cast<long>(v);
+    } else {
+      latest[v] = above;
+    }
+  }
+  return true;
+}
+
+void Replay::prepare_program(int index) {
+  ProgramInfo& p = programs_[index];
+  if (p.graph) return;
+  const StepGraph& g = w_.programs.at(index);
+  p.graph = &g;
+  p.index = index;
+  p.n_ops = boost::num_vertices(g);
+  p.op_seconds.assign(p.n_ops, 0);
+  p.table.assign(p.n_ops, nullptr);
+  p.collective_seq.assign(p.n_ops, -1);
+  p.compute_chain = compute_ops_form_a_chain(g);
+  std::map<const GroupTable*, int> collectives_by_role;
+  for (OpId v = 0; v < p.n_ops; ++v) {
+    const Op& op = g[v];
+    if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
+      p.op_seconds[v] = cost_.compute_time_s(*c);
+    } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+      p.table[v] = &table(c->group_role);
+      p.collective_seq[v] = collectives_by_role[p.table[v]]++;
+    } else {
+      const auto& t = std::get<TransferWork>(op.work);
+      p.table[v] = &table(t.group_role);
+      if (t.direction == TransferWork::Direction::send) {
+        auto [it, fresh] = p.send_by_tag.emplace(t.tag, v);
+        if (!fresh)
+          throw std::runtime_error("program " + std::to_string(index) + ": ops '" + g[it->second].name + "' and '" +
+                                   op.name + "' both send tag " + std::to_string(t.tag) +
+                                   " (a tag names one message of a rank's step)");
+      }
+    }
+  }
+}
+
+std::string Replay::describe_op(int slot, OpId v) const {
+  return "op '" + (*prog(slot).graph)[v].name + "' (program " + std::to_string(slot_prog_[slot]) + ") on rank " +
+         std::to_string(fold_.slot_rank[slot]);
+}
+
+int Replay::peer_of(const GroupTable& gt, int rank, long offset, const Op& op) const {
+  const int g = gt.group_of_rank.at(rank);
+  if (g < 0) throw std::runtime_error("op '" + op.name + "': rank " + std::to_string(rank) + " has no group for role '" +
+                                      std::get<TransferWork>(op.work).group_role + "'");
+  const auto& members = gt.members[g];
+  const long n = static_cast<long>(members.size());
+  const long i = ((gt.index_in_group[rank] + offset) % n + n) % n;
+  return members[i];
+}
+
+void Replay::prepare_slots() {
+  const size_t slots = fold_.slot_rank.size();
+  programs_.assign(w_.programs.size(), ProgramInfo{});
+  slot_prog_.resize(slots);
+  slot_base_.resize(slots + 1);
+  slot_compute_as_delay_.resize(slots);
+  slot_base_[0] = 0;
+  for (size_t s = 0; s < slots; ++s) {
+    slot_prog_[s] = w_.program_index(fold_.slot_rank[s]);
+    prepare_program(slot_prog_[s]);
+    const ProgramInfo& p = programs_[slot_prog_[s]];
+    slot_compute_as_delay_[s] = p.compute_chain;
+    slot_base_[s + 1] = slot_base_[s] + p.n_ops;
+  }
+  op_ready_.assign(slot_base_[slots], -1);
+  op_done_.assign(slot_base_[slots], -1);
+}
+
+// Op v of slot s, whose ready join is `ready`: its done task.
+void Replay::expand_op(int s, OpId v, int ready) {
+  const ProgramInfo& p = prog(s);
+  const Op& op = (*p.graph)[v];
+  if (op.is_compute()) {
+    const int t = new_task(Task::compute);
+    tasks_[t].slot = s;
+    tasks_[t].amount = p.op_seconds[v];
+    edge(ready, t);
+    op_done_[slot_base_[s] + v] = t;
+  } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+    if (fid_ == Fidelity::exhaustive)
+      join_collective_exhaustive(s, v, *c, ready);
+    else
+      expand_collective_folded(s, v, *c, ready);
+  } else {
+    const auto& t = std::get<TransferWork>(op.work);
+    if (t.direction == TransferWork::Direction::send) {
+      expand_send(s, v, t, ready);
+    } else {
+      const int done = new_task(Task::join);
+      edge(ready, done);
+      op_done_[slot_base_[s] + v] = done;
+      recvs_.push_back({s, v, done});
+    }
+  }
+}
+
+void Replay::build() {
+  prepare_slots();
+  const size_t slots = fold_.slot_rank.size();
+  tasks_.reserve(2 * slot_base_[slots]);  // at least a ready join and a done task per op
+  edges_.reserve(2 * slot_base_[slots]);
+  size_t max_ops = 0;
+  for (size_t s = 0; s < slots; ++s) max_ops = std::max(max_ops, prog(static_cast<int>(s)).n_ops);
+  // vecS vertices are numbered in insertion order, and add_op only links to earlier ops,
+  // so increasing ids are a topological order of each program. Op v of every slot, then v+1.
+  std::vector<int> ready(slots);
+  for (OpId v = 0; v < max_ops; ++v) {
+    for (size_t s = 0; s < slots; ++s) {
+      const ProgramInfo& p = prog(static_cast<int>(s));
+      if (v >= p.n_ops) continue;
+      const int j = new_task(Task::join);
+      auto in = boost::in_edges(v, *p.graph);
+      for (auto e = in.first; e != in.second; ++e) edge(op_done_[slot_base_[s] + boost::source(*e, *p.graph)], j);
+      ready[s] = j;
+      op_ready_[slot_base_[s] + v] = j;
+    }
+    for (size_t s = 0; s < slots; ++s)
+      if (v < prog(static_cast<int>(s)).n_ops) expand_op(static_cast<int>(s), v, ready[s]);
+    if (!complete_instances_.empty()) expand_collectives_exhaustive();
+  }
+  check_collectives_matched();
+  for (const PendingRecv& p : recvs_) resolve_recv(p);
+  finish_edges();
+}
+
+// Successors in one array by source (a stable counting sort keeps each task's creation order).
+void Replay::finish_edges() {
+  succ_begin_.assign(tasks_.size() + 1, 0);
+  for (const auto& e : edges_) succ_begin_[e.first + 1]++;
+  for (size_t t = 0; t < tasks_.size(); ++t) succ_begin_[t + 1] += succ_begin_[t];
+  succ_.resize(edges_.size());
+  std::vector<int> next(succ_begin_.begin(), succ_begin_.end() - 1);
+  for (const auto& e : edges_) succ_[next[e.first]++] = e.second;
+  std::vector<std::pair<int, int>>().swap(edges_);
+}
+
+void Replay::check_collectives_matched() const {
+  for (const CollectiveInstance& in : instances_) {
+    if (in.arrived == static_cast<int>(in.by_member.size())) continue;
+    const auto& members = in.gt->members[in.group];
+    std::string missing;
+    for (size_t m = 0; m < members.size(); ++m)
+      if (in.by_member[m] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(members[m]);
+    throw std::runtime_error(describe_op(in.first_slot, in.first_op) + ": collective over role '" +
+                             in.work->group_role + "' has no matching collective on rank(s) " + missing +
+                             " (the n-th collective over a role must exist on every member of the group)");
+  }
+}
+
+// A send: one flow to the peer, done when its bytes have arrived.
+void Replay::expand_send(int s, OpId v, const TransferWork& t, int ready) {
+  const Op& op = (*prog(s).graph)[v];
+  const int r = fold_.slot_rank[s];
+  const int peer = peer_of(*prog(s).table[v], r, t.offset, op);
+  if (peer == r)
+    throw std::runtime_error(describe_op(s, v) + " sends tag " + std::to_string(t.tag) + " to itself (offset " +
+                             std::to_string(t.offset) + " in a group of " +
+                             std::to_string(prog(s).table[v]->members[prog(s).table[v]->group_of_rank[r]].size()) +
+                             " for role '" + t.group_role + "')");
+  const int src_node = w_.node_of_rank[r], dst_node = w_.node_of_rank[peer];
+  int task;
+  if (t.bytes <= 0 || src_node == dst_node) {
+    task = new_task(Task::join);
+  } else if (fid_ == Fidelity::exhaustive) {
+    const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(s, src_node, dst_node);
+    task = flow_task(src_ep, dst_ep, t.bytes, overhead_s_);
+  } else {
+    task = folded_flow(s, paths_.map_path(s, src_node, dst_node), t.bytes, overhead_s_);
+  }
+  edge(ready, task);
+  op_done_[slot_base_[s] + v] = task;
+}
+
+// A receive also waits for the flow of the matching send: the one with its tag, on the member
+// at (own index - offset); folded, on that rank's class representative.
+void Replay::resolve_recv(const PendingRecv& p) {
+  const ProgramInfo& info = prog(p.slot);
+  const Op& op = (*info.graph)[p.op];
+  const auto& t = std::get<TransferWork>(op.work);
+  const int r = fold_.slot_rank[p.slot];
+  const int sender = peer_of(*info.table[p.op], r, -static_cast<long>(t.offset), op);
+  const int sender_slot = fold_.slot_standing_for(w_, sender);
+  const ProgramInfo& sp = prog(sender_slot);
+  auto it = sp.send_by_tag.find(t.tag);
+  if (it == sp.send_by_tag.end())
+    throw std::runtime_error(describe_op(p.slot, p.op) + " receives tag " + std::to_string(t.tag) + " from rank " +
+                             std::to_string(sender) + " (offset " + std::to_string(t.offset) + " over role '" +
+                             t.group_role + "'), but rank " + std::to_string(sender) + "'s program " +
+                             std::to_string(sp.index) + " has no send with that tag");
+  // The send with that tag, made by the real sender, must reach this rank.
+  const Op& send_op = (*sp.graph)[it->second];
+  const auto& st = std::get<TransferWork>(send_op.work);
+  const int dest = peer_of(*sp.table[it->second], sender, st.offset, send_op);
+  if (dest != r)
+    throw std::runtime_error(describe_op(p.slot, p.op) + " receives tag " + std::to_string(t.tag) + " from rank " +
+                             std::to_string(sender) + ", but that rank's op '" + send_op.name + "' sends it to rank " +
+                             std::to_string(dest) + " (offset " + std::to_string(st.offset) + " over role '" +
+                             st.group_role + "')");
+  edge(op_done_[slot_base_[sender_slot] + it->second], p.done);
+}
+
+}  // namespace exasim::detail

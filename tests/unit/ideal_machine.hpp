@@ -1,0 +1,48 @@
+// Ideal machines for the engine-level unit tests, whose expected times are derived by hand:
+// a star network (every node has a private up link and a private down link, each of bandwidth B
+// and latency L, to a non-blocking switch: path(a, b) = [up(a), down(b)]; one compute unit per
+// node) and a cost model that runs every kernel at one fixed rate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/cost_model.hpp"
+#include "sim/network.hpp"
+
+namespace exasim::test {
+
+class StarNetwork final : public Network {
+ public:
+  StarNetwork(int nodes, double bandwidth_Bps, double latency_s, double unit_speed_flops_per_s = 1e9)
+      : nodes_(nodes), unit_speed_flops_per_s_(unit_speed_flops_per_s) {
+    kinds_ = {{"up", bandwidth_Bps, latency_s, true}, {"down", bandwidth_Bps, latency_s, true}};
+  }
+  int node_count() const override { return nodes_; }
+  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
+  void path(int a, int b, std::vector<LinkRef>& out) const override {
+    out.push_back({0, a});
+    out.push_back({1, b});
+  }
+  int domain_of(int, int node) const override { return node; }
+  int compute_units_per_node() const override { return 1; }
+  double compute_unit_speed_flops_per_s() const override { return unit_speed_flops_per_s_; }
+
+ private:
+  int nodes_;
+  double unit_speed_flops_per_s_;
+  std::vector<LinkKind> kinds_;
+};
+
+// A compute op's cost is its flops at rate_flops_per_s (1e12: 1e12 flops take one second).
+class FixedRateCostModel final : public CostModel {
+ public:
+  explicit FixedRateCostModel(double rate_flops_per_s) : rate_flops_per_s_(rate_flops_per_s) {}
+  double compute_time_s(const ComputeWork& w) const override { return w.flops / rate_flops_per_s_; }
+  std::string describe() const override { return "a fixed rate, every kernel"; }
+
+ private:
+  double rate_flops_per_s_;
+};
+
+}  // namespace exasim::test

@@ -1,0 +1,184 @@
+// The transformer families in one layer vocabulary (models/moe_spec.hpp): encoder-only (BERT and
+// its pre-training heads), encoder-decoder (cross-attention), dense or MoE per layer with a
+// stride. Parameters against the papers' counts, FLOPs by hand; no simulation here.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "models/transformer.hpp"
+#include "models/transformer_parameters.hpp"
+
+using namespace exasim;
+
+namespace {
+
+ModelSpec bert_large() {
+  ModelSpec m;
+  m.name = "BERT-Large";
+  m.architecture = ModelSpec::Architecture::encoder;
+  m.layers = 24;
+  m.d_model = 1024;
+  m.heads = 16;
+  m.d_ff = 4096;
+  m.vocab = 30522;
+  return m;
+}
+
+// T5-style encoder-decoder with an MoE layer every other layer (Switch, GShard).
+ModelSpec encoder_decoder_moe(int layers, int d, int heads, int ff, int vocab, int experts, int k) {
+  ModelSpec m;
+  m.architecture = ModelSpec::Architecture::encoder_decoder;
+  m.layers = layers;
+  m.decoder_layers = layers;
+  m.d_model = d;
+  m.heads = heads;
+  m.d_ff = ff;
+  m.vocab = vocab;
+  m.experts_per_layer = experts;
+  m.top_k = k;
+  m.moe_every = 2;
+  return m;
+}
+
+TrainingSpec half(int seq) {
+  TrainingSpec t;
+  t.seq_len = seq;
+  t.precision = PrecisionPolicy::bf16;
+  return t;
+}
+
+ParallelPlan one_device(int micro_batch) {
+  ParallelPlan p;
+  p.micro_batch = micro_batch;
+  p.global_batch = micro_batch;
+  return p;
+}
+
+int count_label(const StepGraph& g, const std::string& label) {
+  int n = 0;
+  for (OpId v = 0; v < boost::num_vertices(g); ++v) n += g[v].label == label;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("BERT-Large: 336,226,108 parameters (the paper's 340M) and its FLOPs by hand") {
+  const ModelSpec m = bert_large();
+  const double d = 1024, ff = 4096, V = 30522, s = 512, L = 24;
+  // per layer: attention 4 d^2 + 4 d, two layer norms 4 d, FFN 2 d ff + ff + d; embeddings (V + s + 2) d
+  // and their layer norm 2 d; pooler d^2 + d and NSP classifier 2 d + 2; MLM transform d^2 + d, layer
+  // norm 2 d, output bias V
+  const double by_hand = L * (4 * d * d + 8 * d + 2 * d * ff + ff + d) + (V + s + 2) * d + 2 * d + (d * d + d) +
+                         (2 * d + 2) + (d * d + d + 2 * d + V);
+  // (Hugging Face's BertModel for bert-large counts 335,141,888 with the pooler; the pre-training heads add
+  // the MLM transform, its layer norm and output bias, 1,082,170, and the NSP classifier, 2,050.)
+  CHECK(by_hand == 336226108);
+  CHECK(transformer_parameters(m, s) == by_hand);
+  const TransformerWorkload tw = build_transformer_workload(m, half(512), one_device(2));
+  CHECK(tw.parameters == by_hand);
+  // forward GEMMs: per layer QKV, projection, FFN (2 T d (4 d + 2 ff)) and the attention core (4 b s^2 d);
+  // the heads: NSP pooler and classifier on b first tokens, the MLM transform and logits on the
+  // b x ceil(0.15 s) = 2 x 77 masked tokens; backward twice the forward
+  const double b = 2, T = b * s, Tm = b * 77;
+  const double forward = L * (2 * T * d * (4 * d + 2 * ff) + 4 * b * s * s * d) + 2 * b * d * d + 2 * b * 2 * d +
+                         2 * Tm * d * d + 2 * Tm * V * d;
+  CHECK(tw.model_flops == doctest::Approx(3 * forward).epsilon(1e-12));
+  const StepGraph& g = tw.workload.programs[0];
+  CHECK(count_label(g, "final_layernorm") == 0);  // post-LN: no final layer norm
+  CHECK(count_label(g, "mlm_transform") == 1);
+  CHECK(count_label(g, "nsp_pooler") == 1);
+  CHECK(count_label(g, "cross_q") == 0);
+}
+
+TEST_CASE("Switch-Base (128 experts, an MoE layer every other layer): the paper's 7.4B parameters") {
+  const ModelSpec m = encoder_decoder_moe(12, 768, 12, 3072, 32128, 128, 1);
+  const double d = 768, ff = 3072, E = 128, s = 512;
+  const double attn = 4 * d * d + 8 * d, cross = 4 * d * d + 6 * d, ffn = 2 * d * ff + ff + d;
+  // 12 encoder and 12 decoder layers, 6 of each MoE (E experts and the gate d E)
+  const double by_hand = 24 * attn + 12 * cross + 12 * ffn + 12 * (E * ffn + d * E) + (32128 + s) * d;
+  CHECK(transformer_parameters(m, s) == by_hand);
+  CHECK(by_hand / 7.4e9 == doctest::Approx(1).epsilon(0.01));
+  CHECK(m.is_moe_layer(1));
+  CHECK_FALSE(m.is_moe_layer(12));  // the decoder's first layer
+  CHECK(m.is_moe_layer(13));
+}
+
+TEST_CASE("GShard's 600B model: 2,048 experts, 36 layers (18 MoE), d 1024, d_ff 8192") {
+  const ModelSpec m = encoder_decoder_moe(18, 1024, 16, 8192, 32000, 2048, 2);
+  const double p = transformer_parameters(m, 1024);
+  const double experts = 18 * 2048 * (2.0 * 1024 * 8192 + 8192 + 1024);
+  CHECK(p > experts);
+  CHECK(p - experts < 1.5e9);  // attention, gates and the embedding are 1 to 2 B
+  CHECK(p / 600e9 == doctest::Approx(1).epsilon(0.04));  // the paper's rounded 600B
+}
+
+TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on capacity") {
+  ModelSpec m;
+  m.layers = 2;
+  m.d_model = 64;
+  m.heads = 4;
+  m.d_ff = 256;
+  m.experts_per_layer = 8;
+  m.top_k = 2;
+  m.capacity_factor = 1.0;
+  m.moe_every = 2;
+  const TransformerWorkload tw = build_transformer_workload(m, half(32), one_device(4));
+  const double d = 64, ff = 256, E = 8, T = 4 * 32, s = 32, b = 4;
+  const double attn = 4 * d * d + 8 * d, ffn = 2 * d * ff + ff + d;
+  CHECK(tw.parameters == 2 * attn + ffn + E * ffn + d * E);  // (no vocabulary: no embedding)
+  // forward GEMMs: two attentions; the dense FFN on T rows; the MoE layer's fp32 gate T x E x d and
+  // its experts on the capacity's padded rows, capacity_factor x T x top_k
+  const double attention = 2 * T * d * 4 * d + 4 * b * s * s * d;
+  const double forward = 2 * attention + 2 * T * d * 2 * ff + 2 * T * E * d + 2 * (1.0 * T * 2) * d * 2 * ff;
+  CHECK(tw.model_flops == doctest::Approx(3 * forward).epsilon(1e-12));
+  const StepGraph& g = tw.workload.programs[0];
+  CHECK(count_label(g, "ffn1") == 1);
+  CHECK(count_label(g, "expert_ffn1") == 1);
+}
+
+TEST_CASE("encoder-decoder: each decoder layer adds cross-attention over the encoder's output") {
+  ModelSpec m;
+  m.architecture = ModelSpec::Architecture::encoder_decoder;
+  m.layers = 2;
+  m.decoder_layers = 3;
+  m.d_model = 64;
+  m.heads = 4;
+  m.d_ff = 256;
+  m.vocab = 128;
+  const TransformerWorkload tw = build_transformer_workload(m, half(16), one_device(2));
+  const StepGraph& g = tw.workload.programs[0];
+  CHECK(count_label(g, "cross_q") == 3);
+  CHECK(count_label(g, "cross_kv") == 3);
+  CHECK(count_label(g, "cross_scores") == 3);
+  CHECK(count_label(g, "attn_scores") == 5);
+  CHECK(count_label(g, "embedding") == 2);  // the encoder's and the decoder's inputs
+  const double d = 64, ff = 256, T = 32, b = 2, s = 16, V = 128;
+  const double self = 2 * T * d * 4 * d + 4 * b * s * s * d, ffn = 2 * T * d * 2 * ff;
+  const double forward = 5 * (self + ffn) + 3 * self + 2 * T * V * d;  // cross-attention costs as self-attention here
+  CHECK(tw.model_flops == doctest::Approx(3 * forward).epsilon(1e-12));
+  CHECK(tw.parameters == transformer_parameters(m, 16));
+  ParallelPlan staged = one_device(2);
+  staged.pipeline = 2;
+  staged.global_batch = 4;
+  CHECK_THROWS_AS(build_transformer_workload(m, half(16), staged), std::invalid_argument);
+}
+
+TEST_CASE("a device's cores split the token GEMMs, same FLOPs") {
+  const ModelSpec m = bert_large();
+  ModelSpec small = m;
+  small.layers = 2;
+  const TransformerWorkload one = build_transformer_workload(small, half(128), one_device(4), 1);
+  const TransformerWorkload two = build_transformer_workload(small, half(128), one_device(4), 2);
+  CHECK(one.model_flops == doctest::Approx(two.model_flops).epsilon(1e-12));
+  const StepGraph& g = two.workload.programs[0];
+  bool seen = false;
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (g[v].label == "ffn1") {
+      const auto& c = std::get<ComputeWork>(g[v].work);
+      CHECK(c.shape.dims[0] == 4 * 128 / 2);
+      CHECK(c.shape.batch == 2);
+      seen = true;
+    }
+  CHECK(seen);
+}
