@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -46,23 +48,53 @@ void check_estimate(const Scenario& sc, const PredictOptions& o) {
   CHECK(e.ops_x_ranks() * 10 <= kDefaultMaxGraphOps);
 }
 
-}  // namespace
-
-TEST_CASE("graph size: the estimate bounds every shipped scenario's programs, far below the limit") {
+// Every shipped scenario under one of `folders` (scenarios/ itself is ""), each checked as above;
+// returns how many were checked. The shipped scenarios are split over three test cases so that each
+// stays well inside the unit tests' time limit under the sanitizers.
+int check_shipped_scenarios(std::initializer_list<const char*> folders) {
   const PredictOptions o = memory_only();
   int scenarios = 0;
   for (const auto& file : embedded_files()) {
     // References, not structured bindings: INFO's lambda may not capture those before C++20 (clang).
     const std::string& path = file.first;
     const std::string& text = file.second;
-    if (path.rfind("scenarios/", 0) != 0 || path.rfind("scenarios/sweeps/", 0) == 0 ||
-        path.rfind("scenarios/validation/", 0) == 0)
-      continue;
+    if (path.rfind("scenarios/", 0) != 0) continue;
+    const std::string rest = path.substr(std::string("scenarios/").size());
+    const std::string folder = rest.find('/') == std::string::npos ? "" : rest.substr(0, rest.find('/'));
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) continue;
     INFO("scenario ", path);
     check_estimate(parse_scenario(text, path), o);
     ++scenarios;
   }
-  CHECK(scenarios > 20);
+  return scenarios;
+}
+
+}  // namespace
+
+TEST_CASE("graph size: the estimate bounds the shipped Sunway scenarios' programs, far below the limit") {
+  CHECK(check_shipped_scenarios({"", "mapping", "weak-scaling", "resilience"}) >= 20);
+}
+
+TEST_CASE("graph size: the estimate bounds the shipped GPU scenarios' programs, far below the limit") {
+  CHECK(check_shipped_scenarios({"megatron", "korthikanti", "tensor3d", "zero", "offload"}) >= 15);
+}
+
+TEST_CASE("graph size: the estimate bounds the shipped TPU scenarios' programs, far below the limit") {
+  CHECK(check_shipped_scenarios({"tpu"}) >= 5);
+}
+
+TEST_CASE("graph size: every shipped scenario folder is checked by one of the cases above") {
+  // A new folder of scenarios must join one of the three cases (sweeps and validation have their own).
+  const std::set<std::string> known = {"", "mapping", "weak-scaling", "resilience", "megatron", "korthikanti",
+                                       "tensor3d", "zero", "offload", "tpu", "sweeps", "validation"};
+  for (const auto& file : embedded_files()) {
+    const std::string& path = file.first;
+    if (path.rfind("scenarios/", 0) != 0) continue;
+    const std::string rest = path.substr(std::string("scenarios/").size());
+    const std::string folder = rest.find('/') == std::string::npos ? "" : rest.substr(0, rest.find('/'));
+    INFO("scenario ", path);
+    CHECK(known.count(folder) == 1);
+  }
 }
 
 TEST_CASE("graph size: every plan of the shipped sweeps stays far below the limit") {
