@@ -180,12 +180,15 @@ TensorLinear tensor_linear(const TensorLayout& l, double T, double din, double d
       out.forward_gemm = {{shape_dim(T / q), shape_dim(dout / q), shape_dim(din / q)}, 1};
       if (n > 1) {
         const double x = T / q * din / q * ea, a = din / q * dout / q * ea, y = T / q * dout / q * ea;
-        out.forward_before = {coll(K::all_gather, "tp_x", n, x, "x_all_gather"),
-                              coll(K::all_gather, "tp_y", n, a, "a_all_gather")};
-        out.forward_after = {coll(K::reduce_scatter, "tp_z", n, y, "y_reduce_scatter")};
-        out.dgrad_before = {coll(K::all_gather, "tp_z", n, y, "dy_all_gather")};
-        out.dgrad_after = {coll(K::reduce_scatter, "tp_x", n, x, "dx_reduce_scatter")};
-        out.wgrad_after = {coll(K::reduce_scatter, "tp_y", n, a, "da_reduce_scatter")};
+        // Colossal-AI's groups: weight "tp_x", input "tp_y", output "tp_z"; every second linear
+        // (Megatron's row-parallel ones) swaps the input and output groups (swap_in_out_group).
+        const bool swapped = one_d == Linear1D::row;
+        const std::string in = swapped ? "tp_z" : "tp_y", w = "tp_x", o = swapped ? "tp_y" : "tp_z";
+        out.forward_before = {coll(K::all_gather, in, n, x, "x_all_gather"), coll(K::all_gather, w, n, a, "a_all_gather")};
+        out.forward_after = {coll(K::reduce_scatter, o, n, y, "y_reduce_scatter")};
+        out.dgrad_before = {coll(K::all_gather, o, n, y, "dy_all_gather")};
+        out.dgrad_after = {coll(K::reduce_scatter, in, n, x, "dx_reduce_scatter")};
+        out.wgrad_after = {coll(K::reduce_scatter, w, n, a, "da_reduce_scatter")};
       }
       return out;
     }

@@ -50,13 +50,20 @@
 //              X, d_in x d_out/q for A). A's gradient must also be summed over the d layers: that
 //              is a once-per-step gradient all-reduce over "tp_depth" (like data parallelism),
 //              not part of the per-layer terms (the table's latency 6(q-1) has no depth term).
-//  3-D:        forward all-gather X over "tp_x" (to T/q x d_in/q), all-gather A over "tp_y" (to
-//              d_in/q x d_out/q), local GEMM, reduce-scatter Y (T/q x d_out/q) over "tp_z";
-//              backward mirrors it: all-gather dY over "tp_z", reduce-scatter dX over "tp_x",
-//              reduce-scatter dA over "tp_y" (the gathered X and A are kept from the forward,
-//              as Colossal-AI's autograd context does). Colossal-AI swaps the input and output
-//              axes from one linear to the next so that Y's layout is the next X's; that changes
-//              which axis carries which collective, not their sizes: we keep the axes fixed.
+//  3-D:        Colossal-AI's Linear3D (colossalai/nn/layer/parallel_3d/_operation.py) with its
+//              groups (process_group_initializer/initializer_3d.py, rank i + q (j + q l)): the
+//              weight group varies i ("tp_x", adjacent ranks), the input group j ("tp_y"), the
+//              output group l ("tp_z"). Forward: all-gather X over the input group (to
+//              T/q x d_in/q), all-gather A over the weight group (to d_in/q x d_out/q), local GEMM,
+//              reduce-scatter Y (T/q x d_out/q) over the output group; backward mirrors it:
+//              all-gather dY over the output group, reduce-scatter dX over the input group,
+//              reduce-scatter dA over the weight group (the gathered X and A are kept from the
+//              forward, as Colossal-AI's autograd context does). Each Linear3D swaps the input
+//              and output groups for the next (swap_in_out_group), so that Y's layout is the next
+//              X's: the column-parallel linears of a layer (QKV, FFN1) gather X over "tp_y" and
+//              scatter Y over "tp_z", the row-parallel ones (projection, FFN2) the other way
+//              round. Sizes do not change, but which axis (and so which link: with 4 or 8 devices
+//              per node only "tp_x" stays inside it) carries the wide FFN activations does.
 //
 // The table's terms (reference/models.md), per device for one linear's forward and backward,
 // with X, A and Y all M bytes (the paper's square case, T = d_in = d_out) and ring collectives
@@ -128,8 +135,8 @@ struct TensorCollective {
   std::string what;   // the operand, e.g. "x_all_gather"
 };
 
-// 1-D only: Megatron's column-parallel (split d_out: QKV, FFN1, logits) or row-parallel (split
-// d_in: projection, FFN2) linear.
+// 1-D: Megatron's column-parallel (split d_out: QKV, FFN1, logits) or row-parallel (split d_in:
+// projection, FFN2) linear. 3-D: row marks the linears whose input and output groups are swapped.
 enum class Linear1D { column, row };
 
 // One device's share of the linear Y = X A, forward and backward. The backward runs the data

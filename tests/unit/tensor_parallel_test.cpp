@@ -3,6 +3,7 @@
 // (Bian et al., arXiv 2105.14450). No simulation here.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -98,6 +99,40 @@ TEST_CASE("one linear's collectives reproduce the table's bandwidth and latency 
       CHECK(ab.steps == 6 * (q - 1));
     }
   }
+}
+
+TEST_CASE("3-D, one transformer layer by hand: bytes per group role, Colossal-AI's swapped input and output groups") {
+  // q = 2 (8 devices), T = 64 tokens, h = 32, d_ff = 128, fp16. Colossal-AI's Linear3D: the weight
+  // group "tp_x" all-gathers A (d_in/q^2 x d_out/q -> d_in/q x d_out/q) forward and reduce-scatters
+  // dA backward; the input group all-gathers X (T/q x d_in/q gathered) forward and reduce-scatters dX
+  // backward; the output group reduce-scatters Y (T/q x d_out/q) forward and all-gathers dY backward.
+  // QKV and FFN1 use input "tp_y", output "tp_z"; the projection and FFN2 swap them.
+  const TensorLayout l = tensor_layout(tp_plan(TensorMode::three_d, 8));
+  const double T = 64, h = 32, ff = 128, e = 2;
+  std::map<std::string, double> bytes;
+  std::map<std::string, int> count;
+  for (const TensorLinear& lin : {tensor_linear(l, T, h, 3 * h, e, Linear1D::column), tensor_linear(l, T, h, h, e, Linear1D::row),
+                                  tensor_linear(l, T, h, ff, e, Linear1D::column), tensor_linear(l, T, ff, h, e, Linear1D::row)})
+    for (const TensorCollective& c : lin.all()) {
+      bytes[c.role] += c.bytes;
+      count[c.role]++;
+      CHECK(c.members == 2);
+    }
+  // tp_x: 2 x (32x96 + 32x32 + 32x128 + 128x32) / 4 x 2 bytes = 2 x 12288 / 4 x 2.
+  CHECK(bytes["tp_x"] == 12288);
+  // tp_y: X of QKV and FFN1 (32 x 16 each), Y of projection and FFN2 (32 x 16 each), twice, x 2 bytes.
+  CHECK(bytes["tp_y"] == 2 * 4 * 32 * 16 * 2);
+  // tp_z: Y of QKV (32 x 48) and FFN1 (32 x 64), X of projection (32 x 16) and FFN2 (32 x 64), twice.
+  CHECK(bytes["tp_z"] == 2 * (32 * 48 + 32 * 64 + 32 * 16 + 32 * 64) * 2);
+  CHECK(count["tp_x"] == 8);
+  CHECK(count["tp_y"] == 8);
+  CHECK(count["tp_z"] == 8);
+  // The swap: a row linear's X is gathered over tp_z and its Y scattered over tp_y.
+  const TensorLinear row = tensor_linear(l, T, ff, h, e, Linear1D::row);
+  CHECK(row.forward_before[0].role == "tp_z");
+  CHECK(row.forward_before[1].role == "tp_x");
+  CHECK(row.forward_after[0].role == "tp_y");
+  CHECK(row.forward_before[0].bytes == 32 * 64 * 2);
 }
 
 TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs, collectives by hand") {
