@@ -216,7 +216,9 @@ int sweep_command(const SweepArgs& a) {
     so.exe = self_executable();
     return write_slurm_job(a.inputs[0], spec, o, so, std::cout);
   }
-  o.predict.host = std::make_shared<ProfileEfficiency>(load_host_profile(a.profile));
+  // The sweep's plans share their layers' shapes: each shape's efficiency is looked up once.
+  o.predict.host =
+      std::make_shared<MemoizedEfficiency>(std::make_shared<ProfileEfficiency>(load_host_profile(a.profile)));
   o.progress = isatty(fileno(stderr));
   return run_sweep(spec, o, std::cout);
 }

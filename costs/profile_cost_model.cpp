@@ -40,6 +40,37 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   return std::max(w.flops / peak, device_.streamed_bytes(w) / (bandwidth_Bps * rel));
 }
 
+MemoizedEfficiency::MemoizedEfficiency(std::shared_ptr<const HostEfficiency> source) : source_(std::move(source)) {
+  if (!source_) throw std::invalid_argument("MemoizedEfficiency needs a source");
+}
+
+size_t MemoizedEfficiency::KeyHash::operator()(const Key& k) const {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the six words
+  for (std::int64_t x : k) {
+    h ^= static_cast<std::uint64_t>(x);
+    h *= 1099511628211ull;
+  }
+  return static_cast<size_t>(h);
+}
+
+double MemoizedEfficiency::relative(Kernel k, Precision p, const KernelShape& s) const {
+  const Key key{static_cast<std::int64_t>(k), static_cast<std::int64_t>(p), s.dims[0], s.dims[1], s.dims[2], s.batch};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = known_.find(key);
+    if (it != known_.end()) return it->second;
+  }
+  const double r = source_->relative(k, p, s);  // outside the lock: a sampling source may take long
+  std::lock_guard<std::mutex> lock(mutex_);
+  known_.emplace(key, r);
+  return r;
+}
+
+size_t MemoizedEfficiency::distinct_shapes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return known_.size();
+}
+
 std::string ProfileCostModel::describe() const { return "profile:" + device_.name; }
 
 }  // namespace exasim

@@ -9,8 +9,12 @@
 // shapes where the host's kernels reach their best, so large shapes run at the device's published
 // best case and small, skinny or odd shapes lose what they lose on the host.
 #pragma once
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "costs/host_profile.hpp"
 #include "sim/cost_model.hpp"
@@ -46,6 +50,27 @@ class ProfileEfficiency final : public HostEfficiency {
 
  private:
   std::shared_ptr<const HostProfile> profile_;
+};
+
+// Another source's answers, each asked once per (kernel, precision, shape) and kept: a sweep's plans
+// share their layers' few distinct shapes, so each is interpolated (or sampled) once for the whole
+// sweep instead of once per op of every plan. The same numbers as the source's, bit for bit.
+class MemoizedEfficiency final : public HostEfficiency {
+ public:
+  explicit MemoizedEfficiency(std::shared_ptr<const HostEfficiency> source);
+  double relative(Kernel k, Precision p, const KernelShape& s) const override;
+  std::string describe() const override { return source_->describe(); }
+  void require_precision(Precision p, const std::string& user) const override { source_->require_precision(p, user); }
+  size_t distinct_shapes() const;
+
+ private:
+  using Key = std::array<std::int64_t, 6>;  // kernel, precision, dims, batch
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  std::shared_ptr<const HostEfficiency> source_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<Key, double, KeyHash> known_;
 };
 
 class ProfileCostModel final : public CostModel {
