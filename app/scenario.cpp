@@ -492,7 +492,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                 "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "compiler",
-                "sources"});
+                "streaming_multiprocessors", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -504,6 +504,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.optimizer_memory_bandwidth_Bps = r.required_ranged(d, path, "optimizer_memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);
   s.cores_per_device = r.optional_int(d, path, "cores_per_device", 1);
+  s.streaming_multiprocessors = r.optional_int(d, path, "streaming_multiprocessors", 0);
   read_compiler(r, d, path, s);
   read_sources(r, d, path);
 }
@@ -830,6 +831,7 @@ PlanMachine plan_machine(const MachineSpec& mc) {
   pm.flash_fp16 = mc.flash_attention_efficiency.count(Precision::fp16) > 0;
   pm.host_offload = mc.host_link_Bps > 0 && mc.host_memory_Bps > 0;
   pm.cores_per_device = mc.cores_per_device;
+  pm.streaming_multiprocessors = mc.streaming_multiprocessors;
   pm.nodes_per_supernode = mc.nodes_per_supernode;
   pm.supernodes = mc.supernodes;
   return pm;
@@ -906,7 +908,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
-                 "sequence_parallel", "attention", "context_parallel", "prefetch_parameters",
+                 "sequence_parallel", "tp_comm_overlap", "attention", "context_parallel", "prefetch_parameters",
                  "offload_optimizer", "micro_batch", "global_batch", "placement", "slice"});
   ParallelPlan s;
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
@@ -960,6 +962,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.attention = r.enum_value(p, path, "attention", {"standard", "flash"}, 0) == 0 ? ParallelPlan::Attention::standard
                                                                                  : ParallelPlan::Attention::flash;
   if (Reader::find(p, "sequence_parallel")) s.sequence_parallel = r.required_annotated_bool(p, path, "sequence_parallel");
+  if (Reader::find(p, "tp_comm_overlap")) s.tp_comm_overlap = r.required_annotated_bool(p, path, "tp_comm_overlap");
   if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_annotated_bool(p, path, "offload_optimizer");
   s.micro_batch = r.required_int(p, path, "micro_batch");
   s.global_batch = r.required_int(p, path, "global_batch");

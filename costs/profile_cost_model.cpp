@@ -36,7 +36,8 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
                                        to_string(w.precision), rel));
   const double bandwidth_Bps = device_.bandwidth_Bps(w.kernel_class());
   if (w.kernel_class() == KernelClass::gemm)
-    return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel), w.bytes / bandwidth_Bps);
+    return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel) * device_.compute_share_factor(w),
+                    w.bytes / bandwidth_Bps);
   return std::max(w.flops / peak, device_.streamed_bytes(w) / (bandwidth_Bps * rel));
 }
 

@@ -109,6 +109,11 @@ class GraphBuilder {
                 const std::string& role, int offset, double bytes, long tag, const std::vector<long>& after) {
     return add(name, label, ph, TransferWork{dir, role, offset, bytes, tag}, after);
   }
+  // A compute op that runs beside communication kernels computes on the SMs they leave
+  // (ComputeWork::communication_sms).
+  void set_communication_sms(long id, int sms) {
+    std::get<ComputeWork>(g_[static_cast<OpId>(id)].work).communication_sms = sms;
+  }
   StepGraph& graph() { return g_; }
   long ops() const { return static_cast<long>(boost::num_vertices(g_)); }
   double executed_flops() const { return executed_; }

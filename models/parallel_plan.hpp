@@ -77,6 +77,17 @@ struct ParallelPlan {
   // 1-D tensor parallelism only (Korthikanti et al.): layer norm, dropout and residual run on the
   // sequence shard s/t, the tensor-parallel all-reduces become reduce-scatter + all-gather.
   bool sequence_parallel = false;
+  // Tensor-parallel communication overlap (Megatron's --tp-comm-overlap, Transformer Engine's
+  // userbuffers; sequence parallelism only): each layer linear's all-gather or reduce-scatter is
+  // split into chunks pipelined with the GEMM that consumes or produces them (models/transformer.cpp).
+  bool tp_comm_overlap = false;
+  // Transformer Engine's default userbuffers configuration (transformer_engine/pytorch/module/base.py,
+  // initialize_ub's get_default_config): the "pipeline" GEMM + reduce-scatter splits the GEMM in 4,
+  // and the "pipeline" and "bulk" methods give their communication kernels 16 SMs (num_sm) and launch
+  // the GEMM on the others (set_sm_margin); "ring_exchange" sends with the copy engines (use_ce),
+  // its GEMM keeps every SM.
+  static constexpr int kTpOverlapPipelineSplits = 4;
+  static constexpr int kTpOverlapCommunicationSms = 16;
   // The attention core: standard (scores materialised: GEMM, softmax, GEMM) or flash (one fused
   // kernel, FlashAttention, scores never in memory).
   enum class Attention { standard, flash };

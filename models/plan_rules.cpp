@@ -86,6 +86,11 @@ Problem general_precision_problem(const ModelSpec& m, const TrainingSpec& t, con
   if (m.dense() && p.expert != 1) return problem("/plan/expert_parallel", "expected 1: a dense model has no experts");
   if (p.paro)
     return problem("/plan/paro", "expected false: ParO is simulated with BaGuaLu's MoDa layouts (\"layout\": \"moda\")");
+  if (mc && p.tp_comm_overlap && mc->streaming_multiprocessors <= ParallelPlan::kTpOverlapCommunicationSms)
+    return problem("/plan/tp_comm_overlap",
+                   "expected false: machine " + quoted(mc->name) + "'s device file gives no streaming_multiprocessors " +
+                       "(more than the " + num(ParallelPlan::kTpOverlapCommunicationSms) + " that the overlap's communication "
+                       "kernels take)");
   if (mc && p.offload_optimizer && !mc->host_offload)
     return problem("/plan/offload_optimizer",
                    "expected false: optimizer offload needs the machine's host_link_Bps and host_memory_Bps (per " +
@@ -138,6 +143,21 @@ Problem context_parallel_problem(const ModelSpec& m, const TrainingSpec& t, cons
   return std::nullopt;
 }
 
+// Tensor-parallel communication overlap pipelines the all-gathers and reduce-scatters that sequence
+// parallelism puts around the linears of a 1-D tensor group: without them there is nothing to overlap.
+Problem tp_comm_overlap_problem(const ParallelPlan& p) {
+  if (!p.tp_comm_overlap) return std::nullopt;
+  if (p.tensor == 1)
+    return problem("/plan/tp_comm_overlap", "expected false: tensor_parallel is 1, so there is no tensor-parallel "
+                                            "communication to overlap");
+  if (!p.sequence_parallel)
+    return problem("/plan/tp_comm_overlap",
+                   "expected false: Transformer Engine overlaps the all-gathers and reduce-scatters of sequence "
+                   "parallelism with the GEMMs, and sequence_parallel is false (Megatron refuses "
+                   "--tp-comm-overlap without --sequence-parallel)");
+  return std::nullopt;
+}
+
 // Data-parallel options and the tensor split against the model's shapes.
 Problem general_split_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   if (auto bad = tensor_mode_problem(p)) return bad;
@@ -162,6 +182,7 @@ Problem general_split_problem(const ModelSpec& m, const TrainingSpec& t, const P
   if (p.sequence_parallel && p.tensor == 1)
     return problem("/plan/sequence_parallel", "expected false: sequence parallelism splits the tensor-parallel group's "
                                               "activations, and tensor_parallel is 1");
+  if (auto bad = tp_comm_overlap_problem(p)) return bad;
   if (p.tensor_mode != TensorMode::two_half_d && p.tensor_depth != 1)
     return problem("/plan/tensor_depth", "expected 1 (or no key): only 2.5-D tensor parallelism has a depth");
   if (p.tensor_mode == TensorMode::one_d) {

@@ -32,6 +32,7 @@ struct PlanMachine {
   bool flash_fp32 = false, flash_fp16 = false;  // flash_attention_efficiency per precision
   bool host_offload = false;                    // host_link_Bps and host_memory_Bps given
   int cores_per_device = 1;
+  int streaming_multiprocessors = 0;            // a GPU's SMs (0: the device file gives none)
   int nodes_per_supernode = 0, supernodes = 0;  // Sunway
 };
 

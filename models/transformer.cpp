@@ -521,6 +521,7 @@ class StageBuilder {
   // A linear's forward: its gathers, the local GEMM, its reductions, in a chain.
   void linear_forward(const std::string& p, const std::string& label, const std::string& sfx, Phase ph,
                       const TensorLinear& lin) {
+    if (tp_overlap(label)) return overlapped_linear_forward(p, label, sfx, ph, lin);
     for (const TensorCollective& c : lin.forward_before) last_ = tp_collective(p, label, c, sfx, ph, deps());
     const auto [m, n, k] = lin.forward_gemm.dims;
     const double batch = lin.forward_gemm.batch;
@@ -539,25 +540,109 @@ class StageBuilder {
     const Phase B = Phase::backward;
     const auto [m, n, k] = lin.forward_gemm.dims;
     const double batch = lin.forward_gemm.batch;
-    for (const TensorCollective& c : lin.dgrad_before) last_ = tp_collective(p, label, c, "", B, deps());
+    const bool ub = tp_overlap(label);
+    if (!ub)
+      for (const TensorCollective& c : lin.dgrad_before) last_ = tp_collective(p, label, c, "", B, deps());
     if (fp8_linear(lin)) fp8_cast(p + label + ".grad_output", "fp8_cast_transpose.bwd", B, m * batch, n);
     const std::vector<long> before = deps();
     std::vector<long> wgrad_deps;  // (started with the data gradient, not after it)
     for (const TensorCollective& c : lin.wgrad_alongside_dgrad)
       wgrad_deps.push_back(tp_collective(p, label, c, "", B, before));
     const auto [gp, st] = linear_precision(lin, label);
-    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, st,
-                               per_core(gemm_shape(m, k, n, batch), x_.cores, 0), before);
+    const long dgrad = ub ? overlapped_dgrad(p + label + ".dgrad", label + ".dgrad", gp, st, lin, before)
+                          : b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, st,
+                                    per_core(gemm_shape(m, k, n, batch), x_.cores, 0), before);
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
     wgrad_deps.push_back(last_);
     const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, st,
                                per_core(gemm_shape(k, n, m, batch), x_.cores, 2), wgrad_deps);
+    // "bulk" qkv_wgrad / fc1_wgrad: the reduce-scatter of dX runs beside the weight gradient.
+    if (ub && !lin.dgrad_after.empty()) b_.set_communication_sms(wgrad, ParallelPlan::kTpOverlapCommunicationSms);
     std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
     for (const TensorCollective& c : lin.wgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {wgrad}));
     last_ = wgrad;
     joins_.insert(joins_.end(), pending.begin(), pending.end());
+  }
+
+  // Tensor-parallel communication overlap (plan.tp_comm_overlap: Megatron's --tp-comm-overlap, which
+  // hands the layer linears' sequence-parallel collectives to Transformer Engine's userbuffers with
+  // initialize_ub's default methods, transformer_engine/pytorch/module/base.py, and
+  // common/comm_gemm_overlap/comm_gemm_overlap.cpp):
+  //  - "ring_exchange" (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad): the all-gather before a GEMM
+  //    becomes t - 1 hops around the "tp" ring, one row chunk each (split_overlap_ag): step i
+  //    multiplies chunk i while sending it on and receiving chunk i + 1; the hops use the copy
+  //    engines and the GEMM keeps every SM. Only the first chunk's GEMM waits for nothing.
+  //  - "pipeline" (proj_fprop, fc2_fprop): the GEMM in 4 row chunks, each chunk's reduce-scatter
+  //    launched as it finishes and run while the next computes (split_overlap_rs); the last one is
+  //    exposed. The chunks compute on the SMs the reduce-scatter kernels leave (16 of them).
+  //  - "bulk" (qkv_dgrad, fc1_dgrad; qkv_wgrad, fc1_wgrad): the all-gather of X beside the data
+  //    gradient and the reduce-scatter of dX beside the weight gradient, as without the overlap,
+  //    but the GEMMs compute on the SMs the userbuffers kernels leave (bulk_overlap).
+  // The logits' linear is Megatron's own, not Transformer Engine's: it keeps NCCL's collectives.
+  bool tp_overlap(const std::string& label) const {
+    return plan_.tp_comm_overlap && x_.sp() && (label == "attn_qkv" || label == "attn_proj" || label == "ffn1" || label == "ffn2");
+  }
+  // A GEMM whose rows (the tokens) arrive in t chunks around the "tp" ring (`chunk_bytes` each).
+  long ring_exchange_gemm(const std::string& n, const std::string& label, Phase ph, Precision gp, Precision st,
+                          const KernelShape& whole, double chunk_bytes, const std::vector<long>& start) {
+    const int t = static_cast<int>(x_.t);
+    const KernelShape chunk = gemm_shape(double(whole.dims[0] / t), whole.dims[1], whole.dims[2], whole.batch);
+    long compute = -1, arrived = -1;
+    for (int i = 0; i < t; ++i) {
+      const long here = arrived;  // chunk i (i > 0: received during step i - 1)
+      if (i + 1 < t) arrived = ring_hop(n + ".", "exchange", ph, i, chunk_bytes, i == 0 ? start : std::vector<long>{here}, "tp");
+      compute = b_.gemm(fmt::format("{}.chunk{}", n, i), label, ph, gp, st, per_core(chunk, x_.cores, 0),
+                        i == 0 ? start : std::vector<long>{compute, here});
+    }
+    return compute;
+  }
+  // A GEMM whose output rows are reduce-scattered over "tp" chunk by chunk (`rs`: the whole output's).
+  // `sfx`: "" or ".recompute" (the forward's), appended to the labels.
+  long pipelined_gemm_reduce_scatter(const std::string& n, const std::string& label, const std::string& sfx, Phase ph,
+                                     Precision gp, Precision st, const KernelShape& whole, const TensorCollective& rs) {
+    int splits = ParallelPlan::kTpOverlapPipelineSplits;
+    while (splits > 1 && whole.dims[0] % splits != 0) splits /= 2;
+    const KernelShape chunk = gemm_shape(double(whole.dims[0] / splits), whole.dims[1], whole.dims[2], whole.batch);
+    const std::vector<long> start = deps();
+    long compute = -1, comm = -1;
+    for (int j = 0; j < splits; ++j) {
+      compute = b_.gemm(fmt::format("{}.chunk{}", n, j), label + sfx, ph, gp, st, per_core(chunk, x_.cores, 0),
+                        j == 0 ? start : std::vector<long>{compute});
+      b_.set_communication_sms(compute, ParallelPlan::kTpOverlapCommunicationSms);
+      comm = b_.collective(fmt::format("{}.{}{}", n, rs.what, j), "tp_" + rs.what + sfx, ph, rs.kind,
+                           CollectiveAlgorithm::ring, rs.role, rs.bytes / splits,
+                           j == 0 ? std::vector<long>{compute} : std::vector<long>{compute, comm});
+    }
+    return comm;
+  }
+  void overlapped_linear_forward(const std::string& p, const std::string& label, const std::string& sfx, Phase ph,
+                                 const TensorLinear& lin) {
+    const auto [m, n, k] = lin.forward_gemm.dims;
+    if (fp8_linear(lin)) {
+      if (sfx.empty() && mb_.rfind("mb0.", 0) == 0) fp8_cast(p + label + ".weight", "fp8_cast_weight", ph, k * lin.forward_gemm.batch, n);
+      fp8_cast(p + label + ".input", "fp8_cast_transpose" + sfx, ph, m * lin.forward_gemm.batch, k);
+    }
+    const auto [gp, st] = linear_precision(lin, label);
+    if (!lin.forward_before.empty())  // column-parallel: its input's all-gather, ring-exchanged
+      last_ = ring_exchange_gemm(p + label, label + sfx, ph, gp, st, lin.forward_gemm,
+                                 lin.forward_before.front().bytes / x_.t, deps());
+    else  // row-parallel: its output's reduce-scatter, pipelined
+      last_ = pipelined_gemm_reduce_scatter(p + label, label, sfx, ph, gp, st, lin.forward_gemm,
+                                            lin.forward_after.front());
+  }
+  // The data gradient under the overlap: a row-parallel linear's dY all-gather ring-exchanged with
+  // it; a column-parallel one's, with X's all-gather beside it ("bulk"), on the SMs that leaves.
+  long overlapped_dgrad(const std::string& n, const std::string& label, Precision gp, Precision st,
+                        const TensorLinear& lin, const std::vector<long>& before) {
+    const auto [m, nn, k] = lin.forward_gemm.dims;
+    const KernelShape shape = gemm_shape(m, k, nn, lin.forward_gemm.batch);
+    if (!lin.dgrad_before.empty())
+      return ring_exchange_gemm(n, label, Phase::backward, gp, st, shape, lin.dgrad_before.front().bytes / x_.t, before);
+    const long dgrad = b_.gemm(n, label, Phase::backward, gp, st, per_core(shape, x_.cores, 0), before);
+    if (!lin.wgrad_alongside_dgrad.empty()) b_.set_communication_sms(dgrad, ParallelPlan::kTpOverlapCommunicationSms);
+    return dgrad;
   }
 
   // fp8 (Transformer Engine's Linear under fp8_autocast, delayed scaling): the GEMM reads fp8
@@ -660,13 +745,14 @@ class StageBuilder {
   double ring_block() const { return x_.s / x_.cp; }
   // One block's keys and values: 2 x (b/tok sequences x s/c tokens x local kv heads x head dim).
   double ring_kv_bytes() const { return 2 * x_.b / x_.tok * ring_block() * (x_.kv / x_.hs) * x_.dh() * x_.ea; }
-  // One hop of the ring: send to the next device, receive from the previous one (p: the layer's prefix).
+  // One hop of the ring over `role` ("cp", "tp"): send to the next device, receive from the previous
+  // one (p: the op's prefix).
   long ring_hop(const std::string& p, const std::string& what, Phase ph, int step, double bytes,
-                const std::vector<long>& after) {
+                const std::vector<long>& after, const std::string& role = "cp") {
     const long tag = kRingTagBase + ring_tags_++;
-    const std::string n = fmt::format("{}cp_{}{}", p, what, step);
-    b_.transfer(n + ".send", "cp_send_" + what, ph, Dir::send, "cp", +1, bytes, tag, after);
-    return b_.transfer(n + ".recv", "cp_recv_" + what, ph, Dir::recv, "cp", +1, bytes, tag, after);
+    const std::string n = fmt::format("{}{}_{}{}", p, role, what, step);
+    b_.transfer(n + ".send", role + "_send_" + what, ph, Dir::send, role, +1, bytes, tag, after);
+    return b_.transfer(n + ".recv", role + "_recv_" + what, ph, Dir::recv, role, +1, bytes, tag, after);
   }
   void ring_attention_forward(const std::string& p, Phase ph, const std::string& suffix) {
     const int c = static_cast<int>(x_.cp);

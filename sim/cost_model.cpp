@@ -35,6 +35,15 @@ double DeviceProfile::flash_attention_efficiency_at(Precision p) const {
   return it->second;
 }
 
+double DeviceProfile::compute_share_factor(const ComputeWork& w) const {
+  if (w.communication_sms <= 0) return 1.0;
+  if (streaming_multiprocessors <= w.communication_sms)
+    throw std::invalid_argument("device '" + name + "' gives " + std::to_string(streaming_multiprocessors) +
+                                " streaming_multiprocessors, not more than the " + std::to_string(w.communication_sms) +
+                                " that tensor-parallel communication overlap leaves to its communication kernels");
+  return double(streaming_multiprocessors) / double(streaming_multiprocessors - w.communication_sms);
+}
+
 double DeviceProfile::fused_attention_time_s(const ComputeWork& w) const {
   return std::max(w.flops / (peak_flops_s(w.precision) * flash_attention_efficiency_at(w.precision)),
                   w.bytes / memory_bandwidth_Bps);
@@ -75,7 +84,7 @@ double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
   if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
   const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
-  const double t_flops = w.flops / (peak * eff);
+  const double t_flops = w.flops / (peak * eff) * device_.compute_share_factor(w);
   const double t_bytes = device_.streamed_bytes(w) / device_.bandwidth_Bps(w.kernel_class());
   return std::max(t_flops, t_bytes);
 }

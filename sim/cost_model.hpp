@@ -31,6 +31,13 @@ struct DeviceProfile {
   // host (PCIe, per direction) and its share of the host's memory bandwidth for the CPU optimizer.
   double host_link_Bps = 0;
   double host_memory_Bps = 0;
+  // Streaming multiprocessors of a GPU (0: the device file gives none). A kernel launched beside
+  // communication kernels (ComputeWork::communication_sms) computes on the rest.
+  int streaming_multiprocessors = 0;
+  // The factor a kernel's compute time grows by when it runs on the SMs the communication kernels
+  // leave: sms / (sms - communication_sms), 1 when it has the whole device. Throws
+  // std::invalid_argument naming the device when it has no SM count or too few.
+  double compute_share_factor(const ComputeWork& w) const;
   // The peak at a precision and the best-case GEMM efficiency; throw std::invalid_argument
   // naming the device when it has none.
   double peak_flops_s(Precision p) const;

@@ -31,6 +31,10 @@ struct ComputeWork {
   double flops = 0;  // floating-point operations executed
   double bytes = 0;  // bytes moved to and from memory
   KernelShape shape; // what the kernel runs on (for shape-dependent efficiency)
+  // Streaming multiprocessors left to communication kernels that run beside this one (Transformer
+  // Engine's userbuffers with set_sm_margin: the GEMM is launched on the device's SMs minus these);
+  // 0: the kernel has the whole device.
+  int communication_sms = 0;
   KernelClass kernel_class() const { return exasim::kernel_class(kernel); }
 };
 

@@ -35,6 +35,7 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.host_link_Bps = m.host_link_Bps;
   d.host_memory_Bps = m.host_memory_Bps;
   d.fuses_elementwise = m.fuses_elementwise;
+  d.streaming_multiprocessors = m.streaming_multiprocessors;
   return d;
 }
 
