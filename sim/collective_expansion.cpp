@@ -4,7 +4,10 @@
 //    expanded once all its members have reached it: every member's flows go from its node to
 //    the real destination node over the real path, and a step waits for its own previous
 //    sends and for the flows it receives (sendrecv semantics).
-//  * folded: each representative's side alone, over mapped routes (path_mapping.hpp).
+//  * folded: each representative's side alone, over mapped routes (path_mapping.hpp). When its
+//    group holds ranks of other classes (a straggler's class among its data-parallel group), it
+//    is done once their representatives' sides are done too: a collective ends with its slowest
+//    member (a late one, or one on slow links), as the exhaustive one does through its data.
 //    Consecutive steps over the same folded route merge into one flow carrying their bytes,
 //    preceded by a delay carrying the latencies of the merged steps.
 #include <algorithm>
@@ -207,6 +210,34 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int done = new_task(Task::join);
   edge(prev, done);
   op_done_[slot_base_[s] + v] = done;
+  op_side_done_[slot_base_[s] + v] = prev;
+  if (classes_of_group(gt, g).size() > 1) syncs_.push_back({done, &gt, g, prog(s).collective_seq[v], folding_class(w_, r)});
+}
+
+// The folding classes of a group's members, in increasing order.
+const std::vector<int>& Replay::classes_of_group(const GroupTable& gt, int group) {
+  auto [it, fresh] = classes_of_group_.try_emplace({&gt, group});
+  if (fresh) {
+    for (int r : gt.members[group]) it->second.push_back(folding_class(w_, r));
+    std::sort(it->second.begin(), it->second.end());
+    it->second.erase(std::unique(it->second.begin(), it->second.end()), it->second.end());
+  }
+  return it->second;
+}
+
+// A folded collective is done once the other classes' representatives' sides of it are done.
+void Replay::resolve_sync(const PendingSync& p) {
+  for (int c : classes_of_group(*p.gt, p.group)) {
+    if (c == p.own_class) continue;
+    const int rep = fold_.slot_of_class.at(c);
+    const auto& ops = prog(rep).collective_by_seq;
+    auto it = ops.find({p.gt, p.seq});
+    if (it == ops.end())
+      throw std::runtime_error("folded fidelity: rank " + std::to_string(fold_.slot_rank[rep]) + " (class " +
+                               std::to_string(c) + ") has no collective number " + std::to_string(p.seq) +
+                               " over the role of its group (the n-th collective over a role must exist on every member)");
+    edge(op_side_done_[slot_base_[rep] + it->second], p.done);
+  }
 }
 
 }  // namespace exasim::detail
