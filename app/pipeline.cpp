@@ -532,7 +532,7 @@ std::string faults_text(const Prediction& p) {
                      a.stragglers->nodes.size(), a.stragglers->ranks, f.stragglers.compute_factor,
                      f.stragglers.link_factor);
   std::string roles;
-  for (const std::string& role : a.slowed_roles) roles += (roles.empty() ? "" : ", ") + role;
+  for (const auto& item : slowed_collectives(p)) roles += (roles.empty() ? "" : ", ") + item["group_role"].get<std::string>();
   if (!roles.empty()) s += fmt::format("  slowed collectives over {} (folding classes: {})\n", roles, a.classes);
   return s;
 }

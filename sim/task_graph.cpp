@@ -131,7 +131,9 @@ void Replay::prepare_slots() {
   }
   op_ready_.assign(slot_base_[slots], -1);
   op_done_.assign(slot_base_[slots], -1);
-  op_side_done_.assign(fid_ == Fidelity::folded ? slot_base_[slots] : 0, -1);
+  slot_slowed_.assign(slots, 0);
+  if (fid_ == Fidelity::folded)
+    for (size_t s = 0; s < slots; ++s) slot_slowed_[s] = node_slowed(w_.node_of_rank[fold_.slot_rank[s]]);
 }
 
 // Op v of slot s, whose ready join is `ready`: its done task.
