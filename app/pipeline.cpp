@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <set>
+#include <string>
+
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
 #include "models/memory_model.hpp"
@@ -101,6 +105,20 @@ void apply_resilience(const Scenario& sc, Prediction& p) {
   }
 }
 
+// A scenario's "faults": failed nodes re-placed on spares, degraded links, stragglers; the slowed
+// ranks get folding classes of their own (topologies/faults.hpp).
+void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Prediction& p, FaultyNetwork& net) {
+  if (!sc.faults) return;
+  if (o.analytic)
+    throw ScenarioError(sc.file, "/faults", "expected no faults with the analytic estimate (it does not model them; "
+                                            "simulate the scenario)");
+  try {
+    p.faults = apply_faults(*sc.faults, sc.machine, p.workload, net);
+  } catch (const FaultError& e) {
+    throw ScenarioError(sc.file, "/faults" + e.path, e.what());
+  }
+}
+
 }  // namespace
 
 Prediction predict(const Scenario& sc, const PredictOptions& o) {
@@ -153,10 +171,12 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   // On a torus, collectives run as the pod's hardware runs them (2-D torus algorithm, all-to-alls at once).
   if (m.family == "torus") adopt_torus_collectives(p.workload, dynamic_cast<const TorusNetwork&>(net));
   if (o.memory_only) return p;
+  FaultyNetwork faulty(net);
+  apply_scenario_faults(sc, o, p, faulty);
   EngineOptions opt;
   opt.fidelity = sc.fidelity;
   p.analytic = o.analytic;
-  p.sim = o.analytic ? estimate_step(p.workload, net, cost) : simulate(p.workload, net, cost, opt);
+  p.sim = o.analytic ? estimate_step(p.workload, net, cost) : simulate(p.workload, faulty, cost, opt);
   const SimulatedRank& slow = slowest_rank(p.sim);
   // The slowest rank's own program (each pipeline stage runs its own).
   const StepGraph& slow_program = p.workload.program(slow.rank);
@@ -344,6 +364,38 @@ void moe_report(const Prediction& p, json& r) {
   }
 }
 
+// The collectives a fault slows: every collective op (by label) over a role roles_touched_by_faults names.
+json slowed_collectives(const Prediction& p) {
+  std::map<std::string, std::set<std::string>> by_role;
+  for (const std::string& role : p.faults->slowed_roles) by_role[role];
+  for (const StepGraph& g : p.workload.programs)
+    for (OpId v = 0; v < boost::num_vertices(g); ++v)
+      if (const auto* c = std::get_if<CollectiveWork>(&g[v].work))
+        if (by_role.count(c->group_role)) by_role[c->group_role].insert(g[v].label);
+  json out = json::array();
+  for (auto& [role, labels] : by_role)
+    if (!labels.empty()) out.push_back({{"group_role", role}, {"collectives", labels}});
+  return out;
+}
+
+// The faults applied (scenarios with "faults").
+void faults_report(const Prediction& p, json& r) {
+  const FaultSpec& f = *p.scenario.faults;
+  const AppliedFaults& a = *p.faults;
+  json j{{"seed", f.seed}};
+  if (a.nodes) j["failed_nodes"] = {{"nodes", a.nodes->failed}, {"replaced_by", a.nodes->replaced}, {"spares", f.failed_nodes.spares}};
+  for (const AppliedLinkFaults& l : a.links)
+    j["links"].push_back({{"kind", l.kind}, {"instances", l.instances}, {"bandwidth_factor", l.bandwidth_factor}});
+  if (a.stragglers)
+    j["stragglers"] = {{"nodes", a.stragglers->nodes},
+                       {"ranks", a.stragglers->ranks},
+                       {"compute_factor", f.stragglers.compute_factor},
+                       {"link_factor", f.stragglers.link_factor}};
+  j["folding_classes"] = a.classes;
+  j["slowed_collectives"] = slowed_collectives(p);
+  r["faults"] = std::move(j);
+}
+
 // Step time, throughput and where the time goes.
 void figures_report(const Prediction& p, json& r) {
   const Scenario& sc = p.scenario;
@@ -455,6 +507,7 @@ nlohmann::json report_json(const Prediction& p) {
   moe_report(p, r);
   figures_report(p, r);
   if (p.goodput) resilience_report(p, r);
+  if (p.scenario.faults) faults_report(p, r);
   memory_report(p, r);
   path_and_costs_report(p, r);
   sim_report(p, r);
@@ -462,6 +515,27 @@ nlohmann::json report_json(const Prediction& p) {
 }
 
 namespace {
+
+// The faults applied, one line each.
+std::string faults_text(const Prediction& p) {
+  const FaultSpec& f = *p.scenario.faults;
+  const AppliedFaults& a = *p.faults;
+  std::string s;
+  if (a.nodes)
+    s += fmt::format("  failed nodes       {} re-placed on spares (at most {} per domain)\n", a.nodes->failed.size(),
+                     f.failed_nodes.spares);
+  for (const AppliedLinkFaults& l : a.links)
+    s += fmt::format("  degraded links     {} {} at {:g} of their bandwidth\n", l.instances.size(), l.kind,
+                     l.bandwidth_factor);
+  if (a.stragglers)
+    s += fmt::format("  stragglers         {} nodes ({} ranks): compute x {:g}, links at 1/{:g} of their bandwidth\n",
+                     a.stragglers->nodes.size(), a.stragglers->ranks, f.stragglers.compute_factor,
+                     f.stragglers.link_factor);
+  std::string roles;
+  for (const auto& item : slowed_collectives(p)) roles += (roles.empty() ? "" : ", ") + item["group_role"].get<std::string>();
+  if (!roles.empty()) s += fmt::format("  slowed collectives over {} (folding classes: {})\n", roles, a.classes);
+  return s;
+}
 
 std::string moda_text(const Prediction& p) {
   const Scenario& sc = p.scenario;
@@ -556,6 +630,7 @@ std::string time_text(const Prediction& p) {
                      g.checkpoint_write_s, g.interval_steps, g.interval_s,
                      g.interval_given ? "given" : "Daly's optimum", g.restart_s);
   }
+  if (p.faults) s += faults_text(p);
   const Breakdown& b = p.breakdown;
   const double t = b.total_s() > 0 ? b.total_s() : 1;
   s += "  where the time goes (slowest simulated rank):\n";

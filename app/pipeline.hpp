@@ -48,6 +48,8 @@ struct Prediction {
   // checkpoint model and the expected goodput; effective rates are the step's times goodput.
   std::optional<JobComponents> components;
   std::optional<GoodputResult> goodput;
+  // Scenarios with "faults": the faults applied (topologies/faults.hpp).
+  std::optional<AppliedFaults> faults;
 };
 
 struct PredictOptions {

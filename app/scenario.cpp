@@ -1001,6 +1001,127 @@ std::optional<ResilienceSpec> read_resilience(const Reader& r, const json& root,
   return s;
 }
 
+// An explicit list of network nodes or link instances: non-negative integers below count, no repeats.
+std::vector<int> read_node_list(const Reader& r, const json& v, const std::string& path, long long node_count) {
+  const std::string what = "entries (integers in [0, " + std::to_string(node_count) + "))";
+  if (!v.is_array() || v.empty()) r.fail(path, "expected a non-empty array of " + what + ", got " + describe(v));
+  std::vector<int> nodes;
+  std::set<int> seen;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& n = v[i];
+    const std::string at = path + "/" + std::to_string(i);
+    if (!n.is_number_integer() || n.get<long long>() < 0 || n.get<long long>() >= node_count)
+      r.fail(at, "expected one of the machine's " + what + ", got " + n.dump());
+    if (!seen.insert(n.get<int>()).second) r.fail(at, "expected each entry once, got " + n.dump() + " again");
+    nodes.push_back(n.get<int>());
+  }
+  return nodes;
+}
+
+// A fraction of the job's components: a number in [0, 1).
+double read_fault_fraction(const Reader& r, const json& obj, const std::string& path) {
+  const double x = r.required_number(obj, path, "fraction", NumKind::non_negative);
+  if (!(x < 1))
+    r.fail(child(path, "fraction"), "expected a fraction in [0, 1) of the job's nodes or links, got " +
+                                        obj.at("fraction").dump());
+  return x;
+}
+
+// A slowdown factor: a number of at least 1 (1: not slowed), default 1.
+double read_slow_factor(const Reader& r, const json& obj, const std::string& path, const std::string& key) {
+  if (!Reader::find(obj, key)) return 1;
+  const double x = r.required_number(obj, path, key, NumKind::positive);
+  if (!(x >= 1)) r.fail(child(path, key), "expected a slowdown factor of at least 1, got " + obj.at(key).dump());
+  return x;
+}
+
+// Either a list under `list_key` or a "fraction" (drawn with /faults/seed); returns whether drawn.
+bool read_listed_or_drawn(const Reader& r, const json& obj, const std::string& path, const char* list_key,
+                          long long count, std::vector<int>& listed, double& fraction) {
+  const bool is_listed = Reader::find(obj, list_key) != nullptr;
+  if (is_listed == (Reader::find(obj, "fraction") != nullptr))
+    r.fail(path, std::string("expected either \"") + list_key + "\" (a list) or \"fraction\" (drawn with /faults/seed)");
+  if (is_listed) listed = read_node_list(r, obj.at(list_key), path + "/" + list_key, count);
+  else fraction = read_fault_fraction(r, obj, path);
+  return !is_listed;
+}
+
+bool read_stragglers(const Reader& r, const json& st, const std::string& sp, const MachineSpec& machine,
+                     StragglerSpec& s) {
+  r.require_object(st, sp, "a stragglers object");
+  r.check_keys(st, sp, {"nodes", "fraction", "compute_factor", "link_factor"});
+  const bool drawn = read_listed_or_drawn(r, st, sp, "nodes", machine.device_count(), s.nodes, s.fraction);
+  s.compute_factor = read_slow_factor(r, st, sp, "compute_factor");
+  s.link_factor = read_slow_factor(r, st, sp, "link_factor");
+  if (s.compute_factor == 1 && s.link_factor == 1)
+    r.fail(sp, "expected a compute_factor or a link_factor above 1 (stragglers are slower)");
+  return drawn;
+}
+
+// "links": per link kind, instances or a fraction at a bandwidth factor in (0, 1). The kind and
+// the instances are checked against the machine's network when it is built (app/pipeline.cpp).
+bool read_link_faults(const Reader& r, const json& v, const std::string& path, std::vector<LinkFaultSpec>& out) {
+  if (!v.is_array() || v.empty()) r.fail(path, "expected a non-empty array of link faults, got " + describe(v));
+  bool drawn = false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string lp = path + "/" + std::to_string(i);
+    const json& l = v[i];
+    r.require_object(l, lp, "a link fault object");
+    r.check_keys(l, lp, {"kind", "instances", "fraction", "bandwidth_factor"});
+    LinkFaultSpec f;
+    f.kind = r.required_string(l, lp, "kind");
+    drawn = read_listed_or_drawn(r, l, lp, "instances", INT_MAX, f.instances, f.fraction) || drawn;
+    f.bandwidth_factor = r.required_number(l, lp, "bandwidth_factor", NumKind::fraction);
+    if (!(f.bandwidth_factor < 1))
+      r.fail(lp + "/bandwidth_factor", "expected a fraction in (0, 1) of the links' bandwidth (a degraded link), got " +
+                                           l.at("bandwidth_factor").dump());
+    out.push_back(std::move(f));
+  }
+  return drawn;
+}
+
+bool read_node_faults(const Reader& r, const json& v, const std::string& path, const MachineSpec& machine,
+                      NodeFaultSpec& s) {
+  r.require_object(v, path, "a failed_nodes object");
+  r.check_keys(v, path, {"nodes", "fraction", "spares"});
+  const bool drawn = read_listed_or_drawn(r, v, path, "nodes", machine.device_count(), s.nodes, s.fraction);
+  s.spares = r.required_int(v, path, "spares");
+  return drawn;
+}
+
+// "faults": failed nodes, degraded links and stragglers (topologies/faults.hpp), and the seed of
+// every drawn fraction (required exactly when something is drawn).
+std::optional<FaultSpec> read_faults(const Reader& r, const json& root, const MachineSpec& machine) {
+  const json* v = Reader::find(root, "faults");
+  if (!v) return std::nullopt;
+  const std::string path = "/faults";
+  r.require_object(*v, path, "a faults object");
+  r.check_keys(*v, path, {"seed", "failed_nodes", "links", "stragglers"});
+  FaultSpec f;
+  bool drawn = false;
+  if (const json* n = Reader::find(*v, "failed_nodes")) {
+    f.has_failed_nodes = true;
+    drawn = read_node_faults(r, *n, path + "/failed_nodes", machine, f.failed_nodes) || drawn;
+  }
+  if (const json* l = Reader::find(*v, "links")) drawn = read_link_faults(r, *l, path + "/links", f.links) || drawn;
+  if (const json* st = Reader::find(*v, "stragglers")) {
+    f.has_stragglers = true;
+    drawn = read_stragglers(r, *st, path + "/stragglers", machine, f.stragglers) || drawn;
+  }
+  if (!f.has_failed_nodes && f.links.empty() && !f.has_stragglers)
+    r.fail(path, "expected at least one of failed_nodes, links, stragglers");
+  const json* seed = Reader::find(*v, "seed");
+  if (drawn != (seed != nullptr))
+    r.fail(path + "/seed", drawn ? "missing (expected a non-negative integer: the seed of the drawn fractions)"
+                                 : "expected no seed: nothing is drawn (every fault is listed)");
+  if (seed) {
+    if (!seed->is_number_integer() || seed->get<long long>() < 0)
+      r.fail(path + "/seed", "expected a non-negative integer, got " + seed->dump());
+    f.seed = seed->get<std::uint64_t>();
+  }
+  return f;
+}
+
 Fidelity read_engine(const Reader& r, const json& root) {
   const json* e = Reader::find(root, "engine");
   if (!e) return Fidelity::folded;
@@ -1044,7 +1165,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   s.file = file;
   Reader r(file, "", &s.annotations);
   r.require_object(root, "", "a JSON object at the top level");
-  r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine", "resilience"});
+  r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine", "resilience", "faults"});
   s.name = r.required_string(root, "", "name");
   s.description = r.optional_string(root, "", "description");
   s.machine = read_machine(r, root);
@@ -1056,6 +1177,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     read_torus_slice(r, root, s);
     s.fidelity = read_engine(r, root);
     s.resilience = read_resilience(r, root, s.machine);
+    s.faults = read_faults(r, root, s.machine);
     check_plan_rules(r, s);
     return s;
   }
@@ -1071,6 +1193,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   }
   s.fidelity = read_engine(r, root);
   s.resilience = read_resilience(r, root, s.machine);
+  s.faults = read_faults(r, root, s.machine);
   check_plan_rules(r, s);
   return s;
 }

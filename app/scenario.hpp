@@ -17,6 +17,7 @@
 #include "models/parallel_plan.hpp"
 #include "sim/engine.hpp"
 #include "sim/step_graph.hpp"
+#include "topologies/faults.hpp"
 #include "topologies/machine_spec.hpp"
 
 namespace exasim {
@@ -61,6 +62,8 @@ struct Scenario {
   // "resilience": failures, checkpoints and restarts (models/goodput.hpp); the machine's
   // checkpoint_write_Bps is read with it.
   std::optional<ResilienceSpec> resilience;
+  // "faults": stragglers (topologies/faults.hpp).
+  std::optional<FaultSpec> faults;
   std::vector<Annotation> annotations;
 };
 

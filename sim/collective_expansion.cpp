@@ -4,7 +4,12 @@
 //    expanded once all its members have reached it: every member's flows go from its node to
 //    the real destination node over the real path, and a step waits for its own previous
 //    sends and for the flows it receives (sendrecv semantics).
-//  * folded: each representative's side alone, over mapped routes (path_mapping.hpp).
+//  * folded: each representative's side alone, over mapped routes (path_mapping.hpp). When its
+//    group holds ranks of other classes whose representatives are slowed (Network::compute_factor
+//    or a bandwidth_factor of their links not 1: a straggler among a data-parallel group), it
+//    starts once they have reached it: the collective waits for its slow members, as the
+//    exhaustive one does through its data. (Classes that differ otherwise, e.g. by their offset in
+//    a GPU node, are taken as reaching a collective together, as before.)
 //    Consecutive steps over the same folded route merge into one flow carrying their bytes,
 //    preceded by a delay carrying the latencies of the merged steps.
 #include <algorithm>
@@ -154,6 +159,12 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int m = gt.index_in_group[r];
   const int src_node = w_.node_of_rank[r];
   int prev = ready;
+  const int own_class = folding_class(w_, r);
+  if (group_has_other_slowed_class(gt, g, own_class)) {
+    prev = new_task(Task::join);
+    edge(ready, prev);
+    syncs_.push_back({prev, &gt, g, prog(s).collective_seq[v], own_class});
+  }
   // the current run of consecutive single-flow steps over one route
   std::vector<int> run_route;
   double run_bytes = 0;
@@ -207,6 +218,49 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int done = new_task(Task::join);
   edge(prev, done);
   op_done_[slot_base_[s] + v] = done;
+}
+
+// The folding classes of a group's members, in increasing order.
+const std::vector<int>& Replay::classes_of_group(const GroupTable& gt, int group) {
+  auto [it, fresh] = classes_of_group_.try_emplace({&gt, group});
+  if (fresh) {
+    for (int r : gt.members[group]) it->second.push_back(folding_class(w_, r));
+    std::sort(it->second.begin(), it->second.end());
+    it->second.erase(std::unique(it->second.begin(), it->second.end()), it->second.end());
+  }
+  return it->second;
+}
+
+bool Replay::node_slowed(int node) const {
+  if (net_.compute_factor(node) != 1) return true;
+  for (size_t k = 0; k < net_.link_kinds().size(); ++k)
+    if (net_.bandwidth_factor(static_cast<int>(k), net_.domain_of(static_cast<int>(k), node)) != 1) return true;
+  return false;
+}
+
+// Whether the group holds a class other than own_class whose representative is slowed.
+bool Replay::group_has_other_slowed_class(const GroupTable& gt, int group, int own_class) {
+  auto [it, fresh] = slowed_classes_of_group_.try_emplace({&gt, group});
+  if (fresh)
+    for (int c : classes_of_group(gt, group))
+      if (slot_slowed_[fold_.slot_of_class.at(c)]) it->second.push_back(c);
+  const auto& v = it->second;
+  return v.size() > 1 || (v.size() == 1 && v[0] != own_class);
+}
+
+// A folded collective starts once the slowed classes' representatives have reached it.
+void Replay::resolve_sync(const PendingSync& p) {
+  for (int c : slowed_classes_of_group_.at({p.gt, p.group})) {
+    if (c == p.own_class) continue;
+    const int rep = fold_.slot_of_class.at(c);
+    const auto& ops = prog(rep).collective_by_seq;
+    auto it = ops.find({p.gt, p.seq});
+    if (it == ops.end())
+      throw std::runtime_error("folded fidelity: rank " + std::to_string(fold_.slot_rank[rep]) + " (class " +
+                               std::to_string(c) + ") has no collective number " + std::to_string(p.seq) +
+                               " over the role of its group (the n-th collective over a role must exist on every member)");
+    edge(op_ready_[slot_base_[rep] + it->second], p.start);
+  }
 }
 
 }  // namespace exasim::detail

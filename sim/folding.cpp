@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace exasim {
@@ -50,7 +51,8 @@ void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
     std::map<int, std::map<int, int>> hist;  // domain -> class -> count
     for (int r = 0; r < w.rank_count; ++r)
       hist[net.domain_of(static_cast<int>(k), w.node_of_rank[r])][folding_class(w, r)]++;
-    std::map<std::pair<std::vector<int>, int>, int> instance_of;  // (classes, largest count) -> folded link
+    // (classes, largest count, bandwidth factor) -> folded link
+    std::map<std::tuple<std::vector<int>, int, double>, int> instance_of;
     for (auto& [dom, byclass] : hist) {
       int per = 0;
       std::vector<int> classes;
@@ -58,10 +60,11 @@ void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
         per = std::max(per, n);
         classes.push_back(cls);
       }
-      auto key = std::make_pair(std::move(classes), per);
+      const double factor = net.bandwidth_factor(static_cast<int>(k), dom);
+      auto key = std::make_tuple(std::move(classes), per, factor);
       auto it = instance_of.find(key);
       if (it == instance_of.end()) it = instance_of.emplace(key, static_cast<int>(instance_of.size())).first;
-      f.domain[k][dom] = FoldedDomain{it->second, per};
+      f.domain[k][dom] = FoldedDomain{it->second, per, factor};
     }
   }
 }

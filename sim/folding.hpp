@@ -13,7 +13,9 @@
 // kind, and the folding is exact for symmetric patterns; on a rail-optimized fat tree whose
 // leaves each hold one pipeline stage there is one per stage. A domain holding its classes
 // unequally (a pipeline stage that ends inside a leaf group) is folded with its largest count:
-// exact for the class it holds most of, pessimistic for the others.
+// exact for the class it holds most of, pessimistic for the others. A domain whose link runs at
+// another fraction of its kind's bandwidth (Network::bandwidth_factor: a degraded uplink) folds
+// only with domains whose link runs at the same fraction.
 #pragma once
 #include <map>
 #include <unordered_map>
@@ -33,6 +35,7 @@ int folding_class(const Workload& w, int rank);
 struct FoldedDomain {
   int instance = 0;  // the folded link standing for this domain
   int per = 1;       // the ranks a representative stands for in this domain (capacity divisor)
+  double bandwidth_factor = 1;  // the domain's link's Network::bandwidth_factor
 };
 
 struct Folding {

@@ -42,6 +42,13 @@ class Network {
   // overhead/gap): a step that sends m messages starts its flows m x this after it is ready. Small
   // messages (an all-to-all over a large group) are bound by it, large ones by bandwidth.
   virtual double message_overhead_s() const { return 0; }
+  // The fraction of its kind's bandwidth one link instance runs at (a degraded link, a slow
+  // node's NIC): 1 unless a network says otherwise. For a node-private kind the instance is
+  // the node.
+  virtual double bandwidth_factor(int /*kind*/, int /*instance*/) const { return 1; }
+  // How many times its cost a compute op takes on `node` (a slow node): 1 unless a network says
+  // otherwise.
+  virtual double compute_factor(int /*node*/) const { return 1; }
 };
 
 }  // namespace exasim

@@ -35,16 +35,16 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
   for (const LinkRef& l : p) {
     const LinkKind& k = kinds.at(l.kind);
     if (folding_.fidelity == Fidelity::exhaustive)
-      out.push_back(link_id(l.kind, l.instance, k.bandwidth_Bps));
-    else if (k.node_private)
-      out.push_back(link_id(l.kind, slot, k.bandwidth_Bps));  // the representative's own link
+      out.push_back(link_id(l.kind, l.instance, k.bandwidth_Bps * net_.bandwidth_factor(l.kind, l.instance)));
+    else if (k.node_private)  // the representative's own link (src_node is the representative's node)
+      out.push_back(link_id(l.kind, slot, k.bandwidth_Bps * net_.bandwidth_factor(l.kind, src_node)));
     else {
       const auto& domains = folding_.domain.at(l.kind);
       auto it = domains.find(l.instance);
       if (it == domains.end())
         throw std::runtime_error("folded fidelity: a flow crosses " + k.name + " of domain " +
                                  std::to_string(l.instance) + ", which holds no rank");
-      out.push_back(link_id(l.kind, it->second.instance, k.bandwidth_Bps / it->second.per));
+      out.push_back(link_id(l.kind, it->second.instance, k.bandwidth_Bps * it->second.bandwidth_factor / it->second.per));
     }
   }
   return out;

@@ -48,6 +48,7 @@ struct ProgramInfo {
   std::vector<int> collective_seq;    // per collective op: its index among the program's
                                       // collectives over the same role
   std::unordered_map<long, OpId> send_by_tag;
+  std::map<std::pair<const GroupTable*, int>, OpId> collective_by_seq;  // (table, collective_seq) -> op
   bool compute_chain = false;         // see compute_ops_form_a_chain()
 };
 
@@ -74,6 +75,18 @@ struct PendingRecv {
   int slot;
   OpId op;
   int done;
+};
+
+// Folded: a representative's collective whose group holds slowed classes (their representative's
+// node is slowed: Network::compute_factor or a bandwidth_factor of its links not 1) starts at
+// `start`, once those classes' representatives have reached the same collective (resolved once
+// every task exists).
+struct PendingSync {
+  int start;
+  const GroupTable* gt;
+  int group;
+  int seq;  // the collective's collective_seq
+  int own_class;
 };
 
 class Replay {
@@ -124,6 +137,10 @@ class Replay {
   void side_flows(const CollectiveInstance& in, int slot, const CollectiveSchedule& sch,
                   std::vector<std::vector<std::pair<int, int>>>& out);
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+  const std::vector<int>& classes_of_group(const GroupTable& gt, int group);
+  bool node_slowed(int node) const;
+  bool group_has_other_slowed_class(const GroupTable& gt, int group, int own_class);
+  void resolve_sync(const PendingSync& p);
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();
@@ -153,6 +170,7 @@ class Replay {
   std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
   std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_
   std::vector<int> op_ready_, op_done_;  // [slot_base_[slot] + op]
+  std::vector<char> slot_slowed_;        // folded: the slot's node is slowed (see PendingSync)
   std::vector<char> slot_compute_as_delay_;  // per slot: its program's compute ops form a chain
 
   // exhaustive collectives: instances by (group table, group, sequence number)
@@ -161,6 +179,9 @@ class Replay {
   std::vector<Participant> participants_;
   std::vector<int> complete_instances_;  // complete, not yet expanded
   std::vector<PendingRecv> recvs_;
+  std::vector<PendingSync> syncs_;
+  std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
+  std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;

@@ -85,6 +85,7 @@ void Replay::prepare_program(int index) {
     } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
       p.table[v] = &table(c->group_role);
       p.collective_seq[v] = collectives_by_role[p.table[v]]++;
+      p.collective_by_seq[{p.table[v], p.collective_seq[v]}] = v;
     } else {
       const auto& t = std::get<TransferWork>(op.work);
       p.table[v] = &table(t.group_role);
@@ -130,6 +131,9 @@ void Replay::prepare_slots() {
   }
   op_ready_.assign(slot_base_[slots], -1);
   op_done_.assign(slot_base_[slots], -1);
+  slot_slowed_.assign(slots, 0);
+  if (fid_ == Fidelity::folded)
+    for (size_t s = 0; s < slots; ++s) slot_slowed_[s] = node_slowed(w_.node_of_rank[fold_.slot_rank[s]]);
 }
 
 // Op v of slot s, whose ready join is `ready`: its done task.
@@ -139,7 +143,7 @@ void Replay::expand_op(int s, OpId v, int ready) {
   if (op.is_compute()) {
     const int t = new_task(Task::compute);
     tasks_[t].slot = s;
-    tasks_[t].amount = p.op_seconds[v];
+    tasks_[t].amount = p.op_seconds[v] * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[s]]);
     edge(ready, t);
     op_done_[slot_base_[s] + v] = t;
   } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
@@ -186,6 +190,7 @@ void Replay::build() {
   }
   check_collectives_matched();
   for (const PendingRecv& p : recvs_) resolve_recv(p);
+  for (const PendingSync& p : syncs_) resolve_sync(p);
   finish_edges();
 }
 

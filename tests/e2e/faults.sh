@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End-to-end faults (topologies/faults.hpp): a small GPU plan (t = 8, d = 2 on two DGX A100 nodes)
+# with one straggler GPU at compute factor 2 is slower than without, lists the straggler and the
+# collectives it slows in its report and summary; a drawn fraction is the same for a seed, run
+# after run; a failed GPU's node is re-placed on a spare node of its leaf group (same step); a NIC
+# at half bandwidth slows the step; bad fault input (an unknown link kind, a link that does not
+# exist, a fraction outside [0, 1), more failures than spares, a failed chip on a torus) is
+# refused with its JSON path and exit status 2, nothing written.
+set -euo pipefail
+exe=$1; src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$src"
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open("scenarios/gpt-small-dgx-a100.json"))
+def write(name, faults):
+    json.dump(dict(s, name=name, faults=faults), open(f"{d}/{name}.json", "w"))
+write("one", {"stragglers": {"nodes": [3], "compute_factor": 2}})
+write("drawn", {"seed": 5, "stragglers": {"fraction": 0.125, "compute_factor": 1.5, "link_factor": 2}})
+write("bad-fraction", {"seed": 1, "stragglers": {"fraction": 1.0, "compute_factor": 2}})
+write("bad-node", {"stragglers": {"nodes": [3072], "compute_factor": 2}})
+write("bad-unused-node", {"stragglers": {"nodes": [40], "compute_factor": 2}})
+write("bad-key", {"stragglers": {"nodes": [3], "compute_factor": 2, "speed": 1}})
+write("bad-no-seed", {"stragglers": {"fraction": 0.1, "compute_factor": 2}})
+write("bad-factor", {"stragglers": {"nodes": [3], "compute_factor": 0.5}})
+write("spare", {"failed_nodes": {"nodes": [3], "spares": 1}})
+write("nic", {"links": [{"kind": "nic_up", "instances": [3], "bandwidth_factor": 0.5}]})
+write("bad-kind", {"links": [{"kind": "warp", "instances": [0], "bandwidth_factor": 0.5}]})
+write("bad-instance", {"links": [{"kind": "leaf_uplink", "instances": [100000], "bandwidth_factor": 0.5}]})
+write("bad-link-fraction", {"seed": 2, "links": [{"kind": "nic_up", "fraction": -0.1, "bandwidth_factor": 0.5}]})
+write("bad-spares", {"failed_nodes": {"nodes": [0, 8], "spares": 1}})
+t = json.load(open("scenarios/tpu/resnet50-tpu-v3-1024.json"))
+json.dump(dict(t, name="bad-torus-node", faults={"failed_nodes": {"nodes": [5], "spares": 1}}),
+          open(f"{d}/bad-torus-node.json", "w"))
+PY
+"$exe" run scenarios/gpt-small-dgx-a100.json --out "$tmp/base" > /dev/null
+"$exe" run "$tmp/one.json" --out "$tmp/one" > "$tmp/one.txt"
+"$exe" run "$tmp/drawn.json" --out "$tmp/drawn1" > /dev/null
+"$exe" run "$tmp/drawn.json" --out "$tmp/drawn2" > /dev/null
+"$exe" run "$tmp/spare.json" --out "$tmp/spare" > /dev/null
+"$exe" run "$tmp/nic.json" --out "$tmp/nic" > /dev/null
+grep -q "stragglers         1 nodes (1 ranks): compute x 2" "$tmp/one.txt" || { cat "$tmp/one.txt"; exit 1; }
+grep -q "slowed collectives over" "$tmp/one.txt" || { cat "$tmp/one.txt"; exit 1; }
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+base = json.load(open(f"{d}/base/report.json"))
+one = json.load(open(f"{d}/one/report.json"))
+assert one["faults"]["stragglers"] == {"nodes": [3], "ranks": 1, "compute_factor": 2, "link_factor": 1}, one["faults"]
+# The straggler's tensor group waits for it, and the data-parallel all-reduce for that group: its
+# compute is twice as long, so the step is longer than the base step by most of the base's compute.
+assert one["step_time_s"] > 1.5 * base["step_time_s"], (one["step_time_s"], base["step_time_s"])
+a = json.load(open(f"{d}/drawn1/report.json"))
+b = json.load(open(f"{d}/drawn2/report.json"))
+assert a["faults"] == b["faults"] and len(a["faults"]["stragglers"]["nodes"]) == 2, a["faults"]
+assert a["step_time_s"] == b["step_time_s"] and a["step_time_s"] > base["step_time_s"]
+assert one["faults"]["slowed_collectives"], one["faults"]
+spare = json.load(open(f"{d}/spare/report.json"))
+# GPU 3 failed: its DGX node (GPUs 0-7) moves to the leaf group's first unused node, node 2.
+assert spare["faults"]["failed_nodes"] == {"nodes": [3], "replaced_by": [19], "spares": 1}, spare["faults"]
+assert abs(spare["step_time_s"] - base["step_time_s"]) <= 1e-9 * base["step_time_s"], (spare["step_time_s"], base["step_time_s"])
+nic = json.load(open(f"{d}/nic/report.json"))
+assert nic["faults"]["links"] == [{"kind": "nic_up", "instances": [3], "bandwidth_factor": 0.5}], nic["faults"]
+assert nic["step_time_s"] > base["step_time_s"], (nic["step_time_s"], base["step_time_s"])
+print("e2e faults: ok", base["step_time_s"], one["step_time_s"], a["step_time_s"], nic["step_time_s"], a["faults"])
+PY
+check_bad() {  # file, expected path
+  set +e
+  "$exe" run "$tmp/$1.json" --out "$tmp/out-$1" > "$tmp/err" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { echo "$1: exit $rc, expected 2"; cat "$tmp/err"; exit 1; }
+  grep -q "$1" "$tmp/err" && grep -q "$2" "$tmp/err" || { echo "$1: message lacks $2"; cat "$tmp/err"; exit 1; }
+  [ ! -e "$tmp/out-$1" ] || { echo "$1: output written"; exit 1; }
+}
+check_bad bad-fraction /faults/stragglers/fraction
+check_bad bad-node /faults/stragglers/nodes/0
+check_bad bad-unused-node /faults/stragglers/nodes
+check_bad bad-key /faults/stragglers/speed
+check_bad bad-no-seed /faults/seed
+check_bad bad-factor /faults/stragglers/compute_factor
+check_bad bad-kind /faults/links/0/kind
+check_bad bad-instance /faults/links/0/instances
+check_bad bad-link-fraction /faults/links/0/fraction
+check_bad bad-spares /faults/failed_nodes/spares
+check_bad bad-torus-node /faults/failed_nodes
+echo "e2e faults: bad input refused"
