@@ -35,6 +35,8 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.host_link_Bps = m.host_link_Bps;
   d.host_memory_Bps = m.host_memory_Bps;
   d.fuses_elementwise = m.fuses_elementwise;
+  d.matrix_unit_rows = m.matrix_unit_rows;
+  d.matrix_unit_columns = m.matrix_unit_columns;
   return d;
 }
 
