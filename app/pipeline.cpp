@@ -566,6 +566,21 @@ std::string convnet_text(const Prediction& p) {
   return s;
 }
 
+// The layer stack in words: "24 layers", "24 encoder layers", "12 encoder + 12 decoder layers
+// (cross-attention)", and for an MoE model with a stride ", one MoE layer in every 2".
+std::string layers_text(const ModelSpec& m) {
+  std::string s;
+  switch (m.architecture) {
+    case ModelSpec::Architecture::decoder: s = fmt::format("{} layers", m.layers); break;
+    case ModelSpec::Architecture::encoder: s = fmt::format("{} encoder layers", m.layers); break;
+    case ModelSpec::Architecture::encoder_decoder:
+      s = fmt::format("{} encoder + {} decoder layers (cross-attention)", m.layers, m.decoder_layers);
+      break;
+  }
+  if (!m.dense() && m.moe_every > 1) s += fmt::format(", one MoE layer in every {}", m.moe_every);
+  return s;
+}
+
 // A general plan's machine, model, plan and training lines, and its routing when it has experts.
 std::string general_text(const Prediction& p) {
   const Scenario& sc = p.scenario;
@@ -573,8 +588,8 @@ std::string general_text(const Prediction& p) {
   const ParallelPlan& pl = sc.parallel;
   s += fmt::format("  machine    {} ({}): {} {}s\n", sc.machine.name, sc.machine.family, sc.machine.device_count(),
                    sc.machine.device_word());
-  s += fmt::format("  model      {} ({:.4g} parameters, {} layers, hidden {}, {} heads, vocabulary {})\n",
-                   sc.model.name, p.parameters, sc.model.layers, sc.model.d_model, sc.model.heads, sc.model.vocab);
+  s += fmt::format("  model      {} ({:.4g} parameters, {}, hidden {}, {} heads, vocabulary {})\n", sc.model.name,
+                   p.parameters, layers_text(sc.model), sc.model.d_model, sc.model.heads, sc.model.vocab);
   s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)){}; ZeRO {}, "
                    "recompute {}{}\n",
                    pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),

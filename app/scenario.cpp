@@ -486,13 +486,24 @@ void read_compiler(const Reader& r, const json& d, const std::string& path, Mach
   s.implicit_gemm_convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm"}, -1) == 1;
 }
 
+// The device's systolic matrix unit: {"rows", "columns"} (a TPU v3 MXU: 128 x 128).
+void read_matrix_unit(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
+  const json* u = Reader::find(d, "matrix_unit");
+  if (!u) return;
+  const std::string p = child(path, "matrix_unit");
+  r.require_object(*u, p, "a matrix unit object {rows, columns}");
+  r.check_keys(*u, p, {"rows", "columns"});
+  s.matrix_unit_rows = r.required_int(*u, p, "rows");
+  s.matrix_unit_columns = r.required_int(*u, p, "columns");
+}
+
 // A device: one node's compute and memory (topologies/devices/*.json).
 void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   r.require_object(d, path, "a device object");
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                 "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "compiler",
-                "streaming_multiprocessors", "sources"});
+                 "streaming_multiprocessors", "matrix_unit", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -506,6 +517,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.cores_per_device = r.optional_int(d, path, "cores_per_device", 1);
   s.streaming_multiprocessors = r.optional_int(d, path, "streaming_multiprocessors", 0);
   read_compiler(r, d, path, s);
+  read_matrix_unit(r, d, path, s);
   read_sources(r, d, path);
 }
 

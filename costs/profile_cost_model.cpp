@@ -30,7 +30,10 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // An fp8 GEMM: no host kernel runs fp8; its shape's efficiency relative to the best case is
   // taken from the 16-bit GEMM of the same shape (the device file gives the fp8 best case).
   const Precision host_precision = w.precision == Precision::fp8 ? Precision::fp16 : w.precision;
-  const double rel = host_->relative(w.kernel, host_precision, w.shape);
+  // A device with a described matrix unit: a GEMM's shape efficiency is the unit's utilisation
+  // at the shape (the host's BLAS blocks for a CPU's caches, not for a systolic array).
+  const bool matrix_unit = w.kernel_class() == KernelClass::gemm && device_.has_matrix_unit();
+  const double rel = matrix_unit ? device_.matrix_unit_utilisation(w.shape) : host_->relative(w.kernel, host_precision, w.shape);
   if (!(rel > 0 && rel <= 1))
     throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
                                        to_string(w.precision), rel));

@@ -7,7 +7,9 @@
 //   offload:       bytes / host link or host memory bandwidth (data movement, not sampled)
 // (and never faster than the roofline's other bound). The host's relative efficiency is 1 at the
 // shapes where the host's kernels reach their best, so large shapes run at the device's published
-// best case and small, skinny or odd shapes lose what they lose on the host.
+// best case and small, skinny or odd shapes lose what they lose on the host. A device whose file
+// describes its systolic matrix unit (a TPU's MXU) takes a GEMM's shape efficiency from the unit
+// instead (DeviceProfile::matrix_unit_utilisation), not also from the host.
 #pragma once
 #include <array>
 #include <cstdint>

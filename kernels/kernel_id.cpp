@@ -156,6 +156,28 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
   return {};
 }
 
+const char* to_string(BatchNormPass p) {
+  switch (p) {
+    case BatchNormPass::statistics: return "statistics";
+    case BatchNormPass::normalise: return "normalise";
+    case BatchNormPass::grad_reduce: return "grad_reduce";
+    case BatchNormPass::grad_apply: return "grad_apply";
+  }
+  return "?";
+}
+
+NominalWork batch_norm_pass_work(BatchNormPass pass, const KernelShape& s, Precision p) {
+  const double e = bytes_per_element(p);
+  const double x = double(s.dims[0]) * double(s.dims[1]), c = double(s.dims[1]);
+  switch (pass) {
+    case BatchNormPass::statistics: return {3 * x, x * e};
+    case BatchNormPass::normalise: return {5 * x, (2 * x + 2 * c) * e};
+    case BatchNormPass::grad_reduce: return {4 * x, 2 * x * e};
+    case BatchNormPass::grad_apply: return {7 * x, (3 * x + 2 * c) * e};
+  }
+  return {};
+}
+
 double fused_bytes(Kernel k, const KernelShape& s, Precision p) {
   const double e = bytes_per_element(p);
   const double a = double(s.dims[0]), b = double(s.dims[1]);
@@ -164,8 +186,7 @@ double fused_bytes(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::im2col: return 0;
     case Kernel::residual_add: return a * e;
     case Kernel::softmax: return a * b * e;
-    case Kernel::layer_norm:
-    case Kernel::batch_norm: return (a * b + 2 * b) * e;
+    case Kernel::layer_norm: return (a * b + 2 * b) * e;
     default: return nominal_work(k, s, p).bytes;
   }
 }

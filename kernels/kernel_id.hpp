@@ -106,14 +106,29 @@ struct NominalWork {
 };
 NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p);
 
+// Batch norm in training as XLA's BatchNormExpander writes it (and cuDNN runs it): each pass one
+// fusion over the rows x cols activation X, its ReLU (forward) or the ReLU's mask (backward,
+// recomputed from X and the statistics) folded in.
+//   statistics:    sum(X) and sum(X^2), one read of X (two sibling reductions, one fusion)
+//   normalise:     (X - mean) rsqrt(var + eps) gamma + beta, ReLU: X read, Y written, gamma and beta
+//   grad_reduce:   sum(dY) and sum(dY (X - mean)) for dbeta and dgamma: dY and X read
+//   grad_apply:    dX from dY, X and the two sums: dY and X read, dX written, gamma and beta
+// The two forward passes sum to nominal_work(batch_norm); the backward reads dY besides X.
+enum class BatchNormPass { statistics, normalise, grad_reduce, grad_apply };
+const char* to_string(BatchNormPass p);
+NominalWork batch_norm_pass_work(BatchNormPass pass, const KernelShape& s, Precision p);
+
 // The bytes a memory-bound kernel still moves to and from memory when a fusing compiler (XLA on
 // a TPU) compiles it into its neighbours: producer-consumer fusion applies an element-wise op
 // as its producer writes its operand or as its consumer reads it, so GELU makes no pass of its
 // own and a residual add only reads its second operand (the skip connection); a row reduction
 // (softmax, layer norm, batch norm) must see its whole input before its result can be applied,
 // so its statistics are one read pass of the rows (and the scale and shift), and the apply
-// (normalise, scale-shift, ReLU, exponentiate and divide) is fused into the consumer's read;
-// im2col vanishes under an implicit-GEMM convolution (the window is read in place). Other
+// (normalise, scale-shift, exponentiate and divide) is fused into the consumer's read (softmax,
+// layer norm: one consumer, a GEMM); batch norm keeps its passes' own bytes (batch_norm_pass_work):
+// its statistics need the whole convolution output, its normalised output feeds the next
+// convolution and, saved, that convolution's weight gradient, and its input gradient feeds two
+// convolutions (data and weight gradients), so none of them fuses into a neighbour; im2col vanishes under an implicit-GEMM convolution (the window is read in place). Other
 // kernels (pooling windows, the MoE gate and permutation, Adam) keep their nominal bytes.
 double fused_bytes(Kernel k, const KernelShape& s, Precision p);
 

@@ -144,9 +144,10 @@ class ConvNetGraph {
         if (patches(l)) last_ = window(n + ".im2col", "im2col", Phase::forward, Kernel::im2col, l);
         last_ = b_.gemm(n + ".gemm", "conv", Phase::forward, p_, p_, conv_gemm(l), last_);
         break;
-      case CnnOp::batch_norm:
-        last_ = memory(n, "batch_norm", Phase::forward, Kernel::batch_norm, rows_cols(pixels, l.out_channels));
+      case CnnOp::batch_norm:  // statistics, their all-reduce over the group, normalise and ReLU
+        last_ = bn_pass(n + ".statistics", "batch_norm", Phase::forward, BatchNormPass::statistics, pixels, l);
         if (dbn_) last_ = bn_statistics(n + ".allreduce", Phase::forward, l);
+        last_ = bn_pass(n + ".normalise", "batch_norm", Phase::forward, BatchNormPass::normalise, pixels, l);
         break;
       case CnnOp::max_pool:
       case CnnOp::avg_pool: last_ = window(n, "pool", Phase::forward, Kernel::pool, l); break;
@@ -182,9 +183,9 @@ class ConvNetGraph {
         break;
       }
       case CnnOp::batch_norm:
-        last_ = memory(n + ".reduce", "batch_norm.bwd", Phase::backward, Kernel::batch_norm, rows_cols(pixels, l.out_channels));
+        last_ = bn_pass(n + ".reduce", "batch_norm.bwd", Phase::backward, BatchNormPass::grad_reduce, pixels, l);
         if (dbn_) last_ = bn_statistics(n + ".allreduce", Phase::backward, l);
-        last_ = memory(n + ".apply", "batch_norm.bwd", Phase::backward, Kernel::batch_norm, rows_cols(pixels, l.out_channels));
+        last_ = bn_pass(n + ".apply", "batch_norm.bwd", Phase::backward, BatchNormPass::grad_apply, pixels, l);
         break;
       case CnnOp::max_pool:
       case CnnOp::avg_pool: last_ = window(n, "pool.bwd", Phase::backward, Kernel::pool, l); break;
@@ -230,6 +231,13 @@ class ConvNetGraph {
   long memory(const std::string& name, const std::string& label, Phase ph, Kernel k, KernelShape s) {
     const NominalWork w = nominal_work(k, s, p_);
     return b_.memory(name, label, ph, k, p_, s, w.flops, w.bytes, last_);
+  }
+  // One pass of batch norm over the batch's pixels x C (kernels/kernel_id.hpp batch_norm_pass_work).
+  long bn_pass(const std::string& name, const std::string& label, Phase ph, BatchNormPass pass, double pixels,
+               const CnnLayer& l) {
+    const KernelShape s = rows_cols(pixels, l.out_channels);
+    const NominalWork w = batch_norm_pass_work(pass, s, p_);
+    return b_.memory(name, label, ph, Kernel::batch_norm, p_, s, w.flops, w.bytes, last_);
   }
   // im2col or pooling over the layer's window: the batch's output pixels x C_in x k^2.
   long window(const std::string& name, const std::string& label, Phase ph, Kernel k, const CnnLayer& l) {

@@ -12,10 +12,13 @@
 // gradient. On a device whose compiler runs convolutions as implicit GEMMs (XLA on a TPU's
 // matrix units) the windows are read in place: no im2col or col2im ops, the same GEMMs. A device with c cores (a TPU v3 chip's two TensorCores) runs each GEMM as c
 // independent products of b / c images (the GEMM's batch), so that its shape is one core's.
-// Batch norm and its ReLU are one memory-bound pass pair forward (statistics, then normalise)
-// and two backward (the reductions, then the input gradient). Distributed batch norm (Ying et
-// al.): with a group of g > 1 replicas, each batch norm all-reduces its 2 C fp32 statistics over
-// "bn" (g consecutive replicas) forward and its 2 C gradient sums backward.
+// Batch norm and its ReLU are two memory-bound passes forward (the statistics read X, then the
+// normalise reads X and writes Y) and two backward (the reductions read dY and X, then the input
+// gradient reads dY and X and writes dX), as XLA's BatchNormExpander writes them
+// (kernels/kernel_id.hpp batch_norm_pass_work). Distributed batch norm (Ying et al.): with a
+// group of g > 1 replicas, each batch norm all-reduces its 2 C fp32 statistics over "bn" (g
+// consecutive replicas) between its statistics and its normalise, and its 2 C gradient sums
+// between the backward's two passes.
 //
 // After the backward pass the fp32 gradients (4 bytes per parameter) are all-reduced over "dp";
 // with weight-update sharding (MLPerf v0.6, zero_stage 1) they are reduce-scattered, each replica

@@ -1,6 +1,7 @@
 #include "sim/cost_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -79,11 +80,22 @@ double DeviceProfile::streamed_bytes(const ComputeWork& w) const {
   return w.bytes;
 }
 
+double DeviceProfile::matrix_unit_utilisation(const KernelShape& gemm) const {
+  if (!has_matrix_unit()) return 1.0;
+  const double m = double(gemm.dims[0]), n = double(gemm.dims[1]), k = double(gemm.dims[2]);
+  if (!(m > 0 && n > 0 && k > 0))
+    throw std::invalid_argument("device '" + name + "': a GEMM needs m, n and k > 0 for its matrix-unit utilisation");
+  const auto filled = [](double x, int width) { return x / (width * std::ceil(x / width)); };
+  return filled(k, matrix_unit_rows) * filled(std::min(m, n), matrix_unit_columns);
+}
+
 double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
   if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
   if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
-  const double eff = w.kernel_class() == KernelClass::gemm ? device_.gemm_efficiency_at(w.precision) : 1.0;
+  const double eff = w.kernel_class() == KernelClass::gemm
+                         ? device_.gemm_efficiency_at(w.precision) * device_.matrix_unit_utilisation(w.shape)
+                         : 1.0;
   const double t_flops = w.flops / (peak * eff) * device_.compute_share_factor(w);
   const double t_bytes = device_.streamed_bytes(w) / device_.bandwidth_Bps(w.kernel_class());
   return std::max(t_flops, t_bytes);

@@ -21,6 +21,12 @@ struct DeviceProfile {
   // device file's "compiler"): each such kernel then streams fused_bytes() (kernels/kernel_id.hpp)
   // instead of its nominal bytes. GPU frameworks that launch one kernel per op do not.
   bool fuses_elementwise = false;
+  // The device's systolic matrix unit (the device file's "matrix_unit"; 0: none described): a
+  // GEMM's contraction runs down its `matrix_unit_rows` and one output dimension across its
+  // `matrix_unit_columns` (a TPU v3 MXU: 128 x 128), the other output dimension streams through.
+  // When given, a GEMM's shape efficiency is matrix_unit_utilisation(), not the host's.
+  int matrix_unit_rows = 0;
+  int matrix_unit_columns = 0;
   std::string name;
   std::map<Precision, double> peak_flops_per_s;       // whole node
   std::map<Precision, double> gemm_efficiency;        // fraction of peak a large GEMM reaches
@@ -58,6 +64,12 @@ struct DeviceProfile {
   // The bytes a compute op streams on this device: fused_bytes() for a memory-bound kernel when
   // the compiler fuses, else the op's own count.
   double streamed_bytes(const ComputeWork& w) const;
+  bool has_matrix_unit() const { return matrix_unit_rows > 0 && matrix_unit_columns > 0; }
+  // The fraction of the matrix unit a GEMM {m, n, k} keeps busy: k padded to whole multiples of
+  // the rows, and the shorter of m and n (the longer one streams) padded to whole multiples of
+  // the columns: (k / (rows ceil(k / rows))) (s / (columns ceil(s / columns))), s = min(m, n).
+  // 1 without a matrix unit; throws std::invalid_argument for a shape that is not a GEMM's.
+  double matrix_unit_utilisation(const KernelShape& gemm) const;
 };
 
 // time = max(flops / (peak * efficiency), bytes / bandwidth); memory-bound kernels run

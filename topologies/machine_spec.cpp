@@ -36,6 +36,8 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.host_memory_Bps = m.host_memory_Bps;
   d.fuses_elementwise = m.fuses_elementwise;
   d.streaming_multiprocessors = m.streaming_multiprocessors;
+  d.matrix_unit_rows = m.matrix_unit_rows;
+  d.matrix_unit_columns = m.matrix_unit_columns;
   return d;
 }
 

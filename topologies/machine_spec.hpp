@@ -66,6 +66,9 @@ struct MachineSpec {
   // im2col pass: models/convnet.hpp).
   std::string compiler_name;
   bool fuses_elementwise = false;
+  // The systolic matrix unit (the device file's "matrix_unit" {rows, columns}; 0: not described).
+  int matrix_unit_rows = 0;
+  int matrix_unit_columns = 0;
   bool implicit_gemm_convolution = false;
   // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
   // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per

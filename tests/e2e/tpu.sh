@@ -29,6 +29,9 @@ bn = dict(s, plan={"devices": 16, "global_batch": 1024, "batch_norm_group": 3})
 json.dump(bn, open(f"{d}/bad-bn-group.json", "w"))
 big = dict(s, plan={"devices": 32, "global_batch": 1024})
 json.dump(big, open(f"{d}/bad-devices.json", "w"))
+dev = json.load(open("topologies/devices/tpu-v3.json"))
+mxu = dict(s, machine=dict(m, device=dict(dev, matrix_unit={"rows": 128, "columns": 0})))
+json.dump(mxu, open(f"{d}/bad-matrix-unit.json", "w"))
 PY
 "$exe" run "$tmp/small.json" --out "$tmp/small" > /dev/null
 python3 - "$tmp" <<'PY'
@@ -70,6 +73,7 @@ check_bad bad-transformer-key.json /model/layers
 check_bad bad-cnn-key.json /model/stages
 check_bad bad-bn-group.json /plan/batch_norm_group
 check_bad bad-devices.json /plan/devices
+check_bad bad-matrix-unit.json /machine/device/matrix_unit/columns
 # The families' bad input: a torus slice whose shape is not the plan's device count, or outside
 # the pod; an MoE stride that does not divide the layers; a stride on a dense model; BERT's heads
 # on a decoder; decoder layers without the encoder-decoder architecture.
