@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "sim/analytic.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -213,4 +214,18 @@ TEST_CASE("multi_ring sim: 4 nodes x 4 GPUs, folded all_reduce meets the same cl
   const double expected = multi_ring_closed_form(4, 4, bytes);
   INFO("simulated ", t, " s, closed form ", expected, " s");
   CHECK(std::fabs(t - expected) <= 1e-6 * expected);
+}
+
+// The analytic estimate: each step the slower of the NVLink flow (3 channels' chunks at 100 GB/s)
+// and the NIC flow (one channel's chunk at 10 GB/s), here the NIC: the simulated closed form.
+TEST_CASE("multi_ring analytic: 2 nodes x 4 GPUs, the estimate is the NIC-bound closed form") {
+  const MachineSpec m = cluster(2, 4);
+  const FatTreeNetwork net(m, Precision::fp32);
+  const double bytes = 32 * 4e6;
+  const Workload w = one_all_reduce(net, m, bytes, true);
+  const RooflineCostModel cost(device_profile_of(m));
+  const double t = estimate_step(w, net, cost).step_time_s;
+  const double expected = multi_ring_closed_form(2, 4, bytes) + 14 * net.message_overhead_s();
+  INFO("estimated ", t, " s, closed form ", expected, " s");
+  CHECK(std::fabs(t - expected) <= 1e-9 * expected);
 }
