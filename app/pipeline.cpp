@@ -9,6 +9,7 @@
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
 #include "models/memory_model.hpp"
+#include "topologies/fat_tree.hpp"
 #include "topologies/faults.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/network_factory.hpp"
@@ -170,6 +171,9 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   }
   // On a torus, collectives run as the pod's hardware runs them (2-D torus algorithm, all-to-alls at once).
   if (m.family == "torus") adopt_torus_collectives(p.workload, dynamic_cast<const TorusNetwork&>(net));
+  // On GPU nodes, a group with several members per node runs NCCL's channels, one per NIC.
+  if (m.family == "gpu_cluster")
+    adopt_multi_ring_collectives(p.workload, dynamic_cast<const FatTreeNetwork&>(net));
   if (o.memory_only) return p;
   FaultyNetwork faulty(net);
   apply_scenario_faults(sc, o, p, faulty);

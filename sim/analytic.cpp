@@ -96,10 +96,8 @@ class Estimator {
       if (n > 1 && c->bytes > 0) {
         // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a
         // data-parallel ring over consecutive GPUs that leaves its node).
-        const PathCost pc = slowest_ring_pair(gt, gi);
         const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
-        end = ready + sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps) +
-              sch.messages_per_member() * net_.message_overhead_s();
+        end = ready + collective_time_s(sch, *c, gt, gi) + sch.messages_per_member() * net_.message_overhead_s();
       }
     } else {
       const auto& t = std::get<TransferWork>(op.work);
@@ -126,6 +124,22 @@ class Estimator {
     auto it = w_.groups.find(role);
     if (it == w_.groups.end()) throw std::runtime_error("workload has no group role '" + role + "'");
     return it->second;
+  }
+
+  // A collective's time without per-message overheads. The multi-ring's step sends two flows at
+  // once: L-1 channels' chunks to the next member of the block, one across to the next block; the
+  // slower sets the step. Every other algorithm: its alpha-beta time over the slowest ring pair.
+  double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group) {
+    const auto& members = gt.members.at(group);
+    const int n = static_cast<int>(members.size()), L = gt.block_size;
+    if (c.algorithm != CollectiveAlgorithm::multi_ring || L < 2 || L >= n) {
+      const PathCost pc = slowest_ring_pair(gt, group);
+      return sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
+    }
+    const PathCost inside = path_cost(members[0], members[1]), across = path_cost(members[L - 1], members[L]);
+    const double channel_chunk = c.bytes / n / L;
+    return sch.step_count() * std::max(inside.latency_s + (L - 1) * channel_chunk / inside.bandwidth_Bps,
+                                       across.latency_s + channel_chunk / across.bandwidth_Bps);
   }
 
   // The largest latency and the smallest bandwidth over the group's consecutive members.

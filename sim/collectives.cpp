@@ -12,17 +12,20 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
   const bool a2a = kind == CollectiveKind::all_to_all;
   if (a2a && algorithm == CollectiveAlgorithm::ring)
     throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise, direct or hierarchical)");
-  const bool blocked = algorithm == CollectiveAlgorithm::hierarchical || algorithm == CollectiveAlgorithm::torus_2d;
+  const bool blocked = algorithm == CollectiveAlgorithm::hierarchical || algorithm == CollectiveAlgorithm::torus_2d ||
+                       algorithm == CollectiveAlgorithm::multi_ring;
   if (blocked && (block_ < 1 || n_ % block_ != 0))
     throw std::invalid_argument(std::string(to_string(algorithm)) + " " + to_string(kind) + ": block size " +
                                 std::to_string(block_) + " does not divide the group size " + std::to_string(n_));
   if (a2a && algorithm == CollectiveAlgorithm::torus_2d)
     throw std::invalid_argument("all_to_all has no torus_2d algorithm (use direct: every flow at once on the torus routes)");
+  if (a2a && algorithm == CollectiveAlgorithm::multi_ring)
+    throw std::invalid_argument("all_to_all has no multi_ring algorithm (use pairwise, direct or hierarchical)");
   const bool hierarchical_all_reduce =
       kind == CollectiveKind::all_reduce && algorithm == CollectiveAlgorithm::hierarchical;
   if (!a2a && algorithm != CollectiveAlgorithm::ring && algorithm != CollectiveAlgorithm::torus_2d &&
-      !hierarchical_all_reduce)
-    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring and torus_2d algorithms" +
+      algorithm != CollectiveAlgorithm::multi_ring && !hierarchical_all_reduce)
+    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring, multi_ring and torus_2d algorithms" +
                                 (kind == CollectiveKind::all_reduce ? " and hierarchical" : ""));
   if (n_ == 1) {
     steps_ = 0;
@@ -76,12 +79,36 @@ void CollectiveSchedule::torus_step(int m, int k, CollectiveStep& out) const {
   out.recv_from.push_back(next);
 }
 
+// One step of the multi-ring: the channels that stay in the block go to the next member of the
+// block as one flow; the one channel that leaves it goes to the next offset of the next block.
+void CollectiveSchedule::multi_ring_step(int m, CollectiveStep& out) const {
+  const int L = block_, D = n_ / L, b = m / L, j = m % L;
+  const double channel_chunk = bytes_ / n_ / L;
+  const int inside_next = b * L + (j + 1) % L, inside_prev = b * L + (j + L - 1) % L;
+  const int across_next = ((b + 1) % D) * L + (j + 1) % L, across_prev = ((b + D - 1) % D) * L + (j + L - 1) % L;
+  if (across_next == inside_next) {  // one block: every channel stays inside it
+    out.sends.push_back({inside_next, bytes_ / n_});
+    out.recv_from.push_back(inside_prev);
+    return;
+  }
+  if (L > 1) {
+    out.sends.push_back({inside_next, channel_chunk * (L - 1)});
+    out.recv_from.push_back(inside_prev);
+  }
+  out.sends.push_back({across_next, channel_chunk});
+  out.recv_from.push_back(across_prev);
+}
+
 void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   out.sends.clear();
   out.recv_from.clear();
   const double chunk = bytes_ / n_;
   if (algorithm_ == CollectiveAlgorithm::torus_2d) {
     torus_step(m, k, out);
+    return;
+  }
+  if (algorithm_ == CollectiveAlgorithm::multi_ring) {
+    multi_ring_step(m, out);
     return;
   }
   if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
@@ -143,6 +170,12 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
     const double y_step = alpha_s + bytes_ / L / D / (D == 2 ? 1 : 2) / beta_Bps;
     const int passes = kind_ == CollectiveKind::all_reduce ? 2 : 1;
     return passes * ((L - 1) * x_step + (D - 1) * y_step);
+  }
+  if (algorithm_ == CollectiveAlgorithm::multi_ring && block_ > 1 && block_ < n_) {
+    // a step's two flows leave on distinct links at once: the larger, the L-1 channels kept in
+    // the block, bounds it
+    const int L = block_;
+    return steps_ * (alpha_s + chunk / L * (L - 1) / beta_Bps);
   }
   if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
     const int L = block_, D = n_ / L;

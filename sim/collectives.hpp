@@ -14,6 +14,13 @@
 //    Rings are bidirectional: each step sends half of its share (B / L, or B / (L D) along the
 //    columns) to the next member and half to the previous one, so a chip drives its +x and -x
 //    (or +y and -y) links at once. reduce-scatter is the first half, all-gather the second;
+//  * multi-ring (multi_ring) over blocks of L local members (D = n / L blocks): L rings (channels)
+//    over all n members run at once, each on B / L. Channel c visits every block in the order
+//    c, c+1, ..., c+L-1 of its offsets and enters the next block at offset c, so the flow that
+//    leaves a block leaves from a different member for each channel (one per member). A step of
+//    member (b, j) sends the L-1 channels' chunks that stay in the block to (b, j+1) as one flow of
+//    (L-1) B / (n L), and the one channel that leaves the block to (b+1, j+1) as B / (n L);
+//    all-reduce 2(n-1) steps, reduce-scatter and all-gather n-1, as the ring;
 //  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
 //  * direct all-to-all, one step: every chunk at once;
 //  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise
@@ -40,7 +47,7 @@ struct CollectiveStep {
 class CollectiveSchedule {
  public:
   // Throws std::invalid_argument for a kind/algorithm pair that does not exist.
-  // block_size: local members per block (hierarchical and torus_2d; must divide group_size).
+  // block_size: local members per block (hierarchical, torus_2d, multi_ring; must divide group_size).
   CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size, double bytes,
                      int block_size = 1);
 
@@ -57,6 +64,7 @@ class CollectiveSchedule {
  private:
   bool torus_step_along_block(int k) const;
   void torus_step(int m, int k, CollectiveStep& out) const;
+  void multi_ring_step(int m, CollectiveStep& out) const;
 
   CollectiveKind kind_;
   CollectiveAlgorithm algorithm_;

@@ -26,6 +26,7 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::direct: return "direct";
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
     case CollectiveAlgorithm::torus_2d: return "torus_2d";
+    case CollectiveAlgorithm::multi_ring: return "multi_ring";
   }
   return "?";
 }

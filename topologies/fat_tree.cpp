@@ -1,5 +1,9 @@
 #include "topologies/fat_tree.hpp"
 
+#include <algorithm>
+#include <boost/range/iterator_range.hpp>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -82,6 +86,57 @@ int FatTreeNetwork::domain_of(int kind, int node) const {
 
 std::string FatTreeNetwork::node_name(int node) const {
   return "n" + std::to_string(machine_node_of(node)) + ".gpu" + std::to_string(node % gpus_per_node_);
+}
+
+int multi_ring_block(const FatTreeNetwork& net, const std::vector<int>& nodes) {
+  const int n = static_cast<int>(nodes.size());
+  if (n < 2) return 0;
+  const int first = net.machine_node_of(nodes[0]);
+  int L = 1;
+  while (L < n && net.machine_node_of(nodes[L]) == first) ++L;
+  if (L < 2 || L == n || n % L != 0) return 0;
+  std::set<int> blocks, nics;
+  for (int b = 0; b < n / L; ++b) {
+    const int node = net.machine_node_of(nodes[b * L]);
+    for (int j = 1; j < L; ++j)
+      if (net.machine_node_of(nodes[b * L + j]) != node) return 0;
+    if (!blocks.insert(node).second) return 0;
+  }
+  for (int j = 0; j < L; ++j) nics.insert(net.nic_of(nodes[j]));
+  return nics.size() > 1 ? L : 0;
+}
+
+int adopt_multi_ring_collectives(Workload& w, const FatTreeNetwork& net) {
+  std::map<std::string, int> block_of_role;  // 0: keeps the ring
+  std::vector<int> nodes;
+  for (auto& [role, gt] : w.groups) {
+    int block = -1;
+    for (const auto& members : gt.members) {
+      if (members.size() < 2) continue;
+      nodes.clear();
+      for (int r : members) nodes.push_back(w.node_of_rank.at(r));
+      const int L = multi_ring_block(net, nodes);
+      if (L == 0 || (block >= 0 && L != block)) {
+        block = 0;
+        break;
+      }
+      block = L;
+    }
+    // a role whose blocks already mean something else (a hierarchical schedule's) keeps them
+    if (block > 0 && gt.block_size != 1 && gt.block_size != block) block = 0;
+    block_of_role[role] = std::max(block, 0);
+    if (block > 0) gt.block_size = block;
+  }
+  int rewritten = 0;
+  for (StepGraph& g : w.programs)
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      auto* c = std::get_if<CollectiveWork>(&g[v].work);
+      if (!c || c->kind == CollectiveKind::all_to_all || c->algorithm != CollectiveAlgorithm::ring) continue;
+      if (block_of_role[c->group_role] == 0) continue;
+      c->algorithm = CollectiveAlgorithm::multi_ring;
+      ++rewritten;
+    }
+  return rewritten;
 }
 
 }  // namespace exasim

@@ -19,8 +19,17 @@
 // Bandwidths (per direction): a leaf uplink carries what its NICs inject divided by the leaf
 // taper; a spine uplink what its leaf groups' NICs inject divided by both tapers (the spine
 // group's downward bandwidth is its leaves' uplinks).
+//
+// adopt_multi_ring_collectives: collectives as NCCL runs them on such nodes. NCCL builds several
+// channels (rings), each crossing a node boundary through a different NIC (its topology search,
+// src/graph/search.cc and rings.cc; all-reduce bus bandwidth on several DGX nodes is about
+// NICs x NIC bandwidth). A group whose members are D > 1 blocks of L > 1 consecutive members,
+// each block on its own node and spread over more than one NIC, reduces, scatters and gathers
+// with the multi-ring (multi_ring, block L: L channels, the one leaving a block's member j
+// through j's NIC). Groups with one member per node, or inside one node, keep the ring.
 #pragma once
 #include "sim/network.hpp"
+#include "sim/workload.hpp"
 #include "topologies/machine_spec.hpp"
 
 namespace exasim {
@@ -63,5 +72,14 @@ class FatTreeNetwork final : public Network {
   double gpu_speed_;
   std::vector<LinkKind> kinds_;
 };
+
+// L when every group of members (ranks) of `nodes` is D > 1 blocks of L > 1 consecutive members on
+// one node each, the blocks on distinct nodes, the first block's members on more than one NIC; else 0.
+int multi_ring_block(const FatTreeNetwork& net, const std::vector<int>& nodes);
+
+// Sets the multi-ring on every ring all-reduce, reduce-scatter and all-gather whose role's groups
+// all have the same multi_ring_block L > 0 (and that role's block size to L); returns how many
+// collectives it rewrote.
+int adopt_multi_ring_collectives(Workload& w, const FatTreeNetwork& net);
 
 }  // namespace exasim
