@@ -30,7 +30,8 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // An fp8 GEMM: no host kernel runs fp8; its shape's efficiency relative to the best case is
   // taken from the 16-bit GEMM of the same shape (the device file gives the fp8 best case).
   const Precision host_precision = w.precision == Precision::fp8 ? Precision::fp16 : w.precision;
-  const double rel = host_->relative(w.kernel, host_precision, w.shape);
+  const bool half_gemm = w.kernel_class() == KernelClass::gemm && w.precision == Precision::fp16;
+  const double rel = host_->relative(w.kernel, host_precision, half_gemm ? device_.half_gemm_host_shape(w.shape) : w.shape);
   if (!(rel > 0 && rel <= 1))
     throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
                                        to_string(w.precision), rel));

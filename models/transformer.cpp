@@ -525,6 +525,8 @@ class StageBuilder {
     if (&lin == &logits_) return {fp8_linear(lin) ? Precision::fp8 : x_.pp.embed_gemm, x_.storage};
     return {fp8_linear(lin) ? Precision::fp8 : x_.gemm, x_.storage};
   }
+  // The precision a GEMM's operands are read in: its own when autocast made half copies of them.
+  static Precision operands(Precision gemm, Precision kept) { return narrower(gemm, kept) ? gemm : kept; }
   // A linear's parameters: the FFN's (the experts' in an MoE layer) or the shared ones.
   Precision linear_param(const std::string& label) const {
     return label == "ffn1" || label == "ffn2" ? x_.pp.expert_param : x_.pp.shared_param;
@@ -581,7 +583,7 @@ class StageBuilder {
     }
     const auto [gp, st] = linear_precision(lin, label);
     autocast_forward(p + label, ph, gp, st, linear_param(label), m, n, k, batch, true);
-    last_ = b_.gemm(p + label, label + sfx, ph, gp, st, per_core(lin.forward_gemm, x_.cores, 0), deps());
+    last_ = b_.gemm(p + label, label + sfx, ph, gp, operands(gp, st), per_core(lin.forward_gemm, x_.cores, 0), deps());
     autocast_forward(p + label, ph, gp, st, linear_param(label), m, n, k, batch, false);
     for (const TensorCollective& c : lin.forward_after) last_ = tp_collective(p, label, c, sfx, ph, deps());
   }
@@ -600,12 +602,12 @@ class StageBuilder {
     std::vector<long> wgrad_deps;  // (started with the data gradient, not after it)
     for (const TensorCollective& c : lin.wgrad_alongside_dgrad)
       wgrad_deps.push_back(tp_collective(p, label, c, "", B, before));
-    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, st,
+    const long dgrad = b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, operands(gp, st),
                                per_core(gemm_shape(m, k, n, batch), x_.cores, 0), before);
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
     wgrad_deps.push_back(last_);
-    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, st,
+    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, operands(gp, st),
                                per_core(gemm_shape(k, n, m, batch), x_.cores, 2), wgrad_deps);
     std::vector<long> pending;  // (added after the weight gradient, as Megatron's 1-D graphs always were)
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
@@ -817,7 +819,7 @@ class StageBuilder {
     // The gate reads the layer's activations (x_.storage) and its scores go to the fp32 top-k.
     autocast(p + "gate.weight", "autocast_weight", ph, g, x_.pp.shared_param, d, E);
     autocast(p + "gate.input", "autocast_activation", ph, g, x_.storage, T, d);
-    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, x_.gate_gemm, Precision::fp32, gate(), deps());
+    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, g, operands(g, f32), gate(), deps());
     autocast(p + "gate.output", "autocast_activation", ph, g, f32, T, E);
     last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
                       rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
@@ -826,12 +828,12 @@ class StageBuilder {
     last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
     autocast_forward(p + "expert_ffn1", ph, e, es, ep, Re, ff, d, le, true);
-    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, x_.ffn_gemm, x_.ffn_storage, expert_ffn1(), deps());
+    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, e, operands(e, es), expert_ffn1(), deps());
     autocast_forward(p + "expert_ffn1", ph, e, es, ep, Re, ff, d, le, false);
     last_ = b_.memory(p + "expert_gelu", "expert_gelu" + sfx, ph, Kernel::gelu, x_.ffn_storage, elements(R * ff),
                       8 * R * ff, 2 * R * ff * ea, deps());
     autocast_forward(p + "expert_ffn2", ph, e, es, ep, Re, d, ff, le, true);
-    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, x_.ffn_gemm, x_.ffn_storage, expert_ffn2(), deps());
+    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, e, operands(e, es), expert_ffn2(), deps());
     autocast_forward(p + "expert_ffn2", ph, e, es, ep, Re, d, ff, le, false);
     last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
@@ -848,12 +850,12 @@ class StageBuilder {
     const double Re = x_.rows_per_expert(), le = x_.local_experts();
     const Precision e = x_.ffn_gemm, es = x_.ffn_storage, ep = x_.pp.expert_param;
     autocast_backward(p + "expert_ffn2", e, es, ep, Re, d, ff, le, true);
-    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", x_.ffn_gemm, x_.ffn_storage, expert_ffn2(), deps());
+    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", e, operands(e, es), expert_ffn2(), deps());
     autocast_backward(p + "expert_ffn2", e, es, ep, Re, d, ff, le, false);
     last_ = b_.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, x_.ffn_storage, elements(R * ff), 8 * R * ff,
                       3 * R * ff * ea, deps());
     autocast_backward(p + "expert_ffn1", e, es, ep, Re, ff, d, le, true);
-    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", x_.ffn_gemm, x_.ffn_storage, expert_ffn1(), deps());
+    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", e, operands(e, es), expert_ffn1(), deps());
     autocast_backward(p + "expert_ffn1", e, es, ep, Re, ff, d, le, false);
     last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
@@ -863,7 +865,7 @@ class StageBuilder {
                       4 * T * E, 2 * T * E * 4, deps());
     const Precision g = x_.gate_gemm;
     autocast(p + "gate.grad_output", "autocast_activation.bwd", B, g, Precision::fp32, T, E);
-    last_ = b_.gemm_backward(p + "gate", "gate", x_.gate_gemm, Precision::fp32, gate(), deps());
+    last_ = b_.gemm_backward(p + "gate", "gate", g, operands(g, Precision::fp32), gate(), deps());
     autocast(p + "gate.grad_input", "autocast_activation.bwd", B, g, x_.storage, T, d);
     autocast(p + "gate.grad_weight", "autocast_weight.bwd", B, g, x_.pp.shared_param, d, E);
   }
