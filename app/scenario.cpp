@@ -502,8 +502,8 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   r.require_object(d, path, "a device object");
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
-                "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes", "cores_per_device", "compiler",
-                 "streaming_multiprocessors", "matrix_unit", "sources"});
+                 "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
+                 "cores_per_device", "compiler", "streaming_multiprocessors", "matrix_unit", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -511,6 +511,8 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   if (Reader::find(d, "flash_attention_efficiency"))
     s.flash_attention_efficiency =
         read_precision_map(r, d, path, "flash_attention_efficiency", NumKind::fraction, nullptr, false);
+  if (Reader::find(d, "half_gemm_ridge_scaled"))
+    s.half_gemm_ridge_scaled = r.required_annotated_bool(d, path, "half_gemm_ridge_scaled");
   s.memory_bandwidth_Bps = r.required_ranged(d, path, "memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.optimizer_memory_bandwidth_Bps = r.required_ranged(d, path, "optimizer_memory_bandwidth_Bps", kDeviceBandwidthRange);
   s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);

@@ -31,9 +31,13 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // taken from the 16-bit GEMM of the same shape (the device file gives the fp8 best case).
   const Precision host_precision = w.precision == Precision::fp8 ? Precision::fp16 : w.precision;
   // A device with a described matrix unit: a GEMM's shape efficiency is the unit's utilisation
-  // at the shape (the host's BLAS blocks for a CPU's caches, not for a systolic array).
+  // at the shape (the host's BLAS blocks for a CPU's caches, not for a systolic array). A 16-bit
+  // GEMM otherwise reads the host's surface at the shape half_gemm_host_shape gives.
   const bool matrix_unit = w.kernel_class() == KernelClass::gemm && device_.has_matrix_unit();
-  const double rel = matrix_unit ? device_.matrix_unit_utilisation(w.shape) : host_->relative(w.kernel, host_precision, w.shape);
+  const bool half_gemm = w.kernel_class() == KernelClass::gemm && w.precision == Precision::fp16;
+  const double rel = matrix_unit ? device_.matrix_unit_utilisation(w.shape)
+                                 : host_->relative(w.kernel, host_precision,
+                                                   half_gemm ? device_.half_gemm_host_shape(w.shape) : w.shape);
   if (!(rel > 0 && rel <= 1))
     throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
                                        to_string(w.precision), rel));

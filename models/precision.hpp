@@ -18,8 +18,11 @@
 //              the gate's softmax and top-k in fp32
 //   layerwise  BaGuaLu's layer-wise mixed precision (reference/models.md): attention under autocast
 //              (O1), expert FFN in half with fp32 master weights (O2), the gate in fp32, reductions,
-//              exp, sqrt, softmax and layer norm in fp64, dynamic loss scaling. "mixed" in a MoDa
-//              scenario means this mode.
+//              exp, sqrt, gelu, softmax and layer norm in fp64, the embedding (and logits) in fp32,
+//              dynamic loss scaling. "mixed" in a MoDa scenario means this mode.
+//   Autocast (apex_o1, and layerwise's attention): a half GEMM on fp32 parameters or fp32
+//   activations reads half copies made by cast kernels, and its half results are cast back to
+//   fp32 (models/transformer.cpp: autocast casts), as torch.autocast / APEX O1 do.
 //   fp8        Transformer Engine's recipe (general plans): the bf16 row; the transformer builder
 //              runs the layers' linears' GEMMs in fp8 with their casts and amax reduction
 //              (models/transformer.cpp), the memory model adds the weights' fp8 copies.
@@ -38,6 +41,14 @@ struct PrecisionPlan {
   double expert_master_bytes;    // extra fp32 master copy per FFN/expert parameter (0: none)
   double shared_master_bytes;    // the same for the shared parameters
   bool master_passes;            // explicit unscale and copy-back passes around Adam (APEX O2)
+  Precision embed_gemm;          // the embedding's and the logits' GEMMs (fp32 under layerwise)
+  // Dynamic loss scaling (APEX amp: apex_o1, apex_o2, layerwise): the loss is scaled before the
+  // backward pass and every reduced gradient is unscaled and checked for inf/NaN before Adam. With
+  // master passes the check is fused into the master-gradient pass (APEX's multi_tensor_scale
+  // writes the fp32 master gradient and the overflow flag in one pass); without, it is its own
+  // in-place pass over the gradient (read and write). Megatron's fp16 row leaves it in its
+  // optimizer's fused step (false).
+  bool loss_scaling;
 };
 
 // Throws std::invalid_argument for a policy with no row.

@@ -260,6 +260,11 @@ class StageBuilder {
                      std::vector<long> after) {
     const std::string label = what.substr(what.rfind('.') + 1);
     const bool passes = x_.pp.master_passes && master_bytes > 0;
+    // Dynamic loss scaling without a master copy: unscale the gradient in place and check it for
+    // inf/NaN (read and write it). With one, the master-gradient pass does both.
+    if (x_.pp.loss_scaling && !passes)
+      after = {b_.memory(what + "_unscale", label + "_unscale", Phase::optimizer, Kernel::residual_add, Precision::fp32,
+                         elements(shard), shard, shard * 2 * grad_bytes, after)};
     if (passes)
       after = {b_.memory(what + "_master_grad", label + "_master_grad", Phase::optimizer, Kernel::residual_add,
                          Precision::fp32, elements(shard), shard, shard * (grad_bytes + 4), after)};
@@ -494,7 +499,7 @@ class StageBuilder {
     last_ = b_.memory(name("cross_entropy.bwd"), "cross_entropy.bwd", B, Kernel::softmax, x_.elementwise,
                       rows_cols(Tl, Vl), 5 * Tl * Vl, 3 * Tl * Vl * x_.ea, deps());
     if (x_.one_d() && !x_.sp()) {
-      last_ = b_.gemm_backward(name("logits"), "logits", x_.gemm, x_.storage, logits_.forward_gemm, deps());
+      last_ = b_.gemm_backward(name("logits"), "logits", x_.pp.embed_gemm, x_.storage, logits_.forward_gemm, deps());
       last_ = tp_all_reduce("logits_grad_all_reduce", B);
     } else {
       linear_backward(name(""), "logits", logits_);
@@ -514,9 +519,57 @@ class StageBuilder {
   }
   // The GEMM and storage precisions of a linear: the FFN's, or the attention's (and the head's).
   // Under fp8 the layers' linears compute in fp8 (their stored activations stay 16-bit).
+  // The logits (the embedding's GEMM) compute in the row's embed_gemm (fp32 under layerwise).
   std::pair<Precision, Precision> linear_precision(const TensorLinear& lin, const std::string& label) const {
     if (label == "ffn1" || label == "ffn2") return {fp8_linear(lin) ? Precision::fp8 : x_.ffn_gemm, x_.ffn_storage};
+    if (&lin == &logits_) return {fp8_linear(lin) ? Precision::fp8 : x_.pp.embed_gemm, x_.storage};
     return {fp8_linear(lin) ? Precision::fp8 : x_.gemm, x_.storage};
+  }
+  // The precision a GEMM's operands are read in: its own when autocast made half copies of them.
+  static Precision operands(Precision gemm, Precision kept) { return narrower(gemm, kept) ? gemm : kept; }
+  // A linear's parameters: the FFN's (the experts' in an MoE layer) or the shared ones.
+  Precision linear_param(const std::string& label) const {
+    return label == "ffn1" || label == "ffn2" ? x_.pp.expert_param : x_.pp.shared_param;
+  }
+  // Autocast (torch.autocast, APEX O1; the attention under BaGuaLu's layer-wise mode): a GEMM that
+  // computes in a narrower precision than an operand is kept in reads a copy made by a cast
+  // kernel, memory-bound (read the wide value, write the narrow one: 6 bytes per element for fp32
+  // to half), and its narrow result is cast back for the wide ops after it. Forward: the weight
+  // (k x n, once per forward pass: autocast caches the cast copy for the pass, and full
+  // recomputation reruns it), the input (m x k) and the output (m x n). Backward: the output
+  // gradient (m x n) to half, the half data gradient (m x k) and weight gradient (k x n, into the
+  // fp32 .grad) back. fp8 has its own casts (fp8_cast).
+  static bool narrower(Precision gemm, Precision kept) {
+    return gemm != Precision::fp8 && bytes_per_element(kept) > bytes_per_element(gemm);
+  }
+  void autocast(const std::string& n, const std::string& label, Phase ph, Precision gemm, Precision kept, double rows,
+                double cols) {
+    if (!narrower(gemm, kept) || rows * cols <= 0) return;
+    last_ = b_.memory(n + ".autocast", label, ph, Kernel::token_permute, Precision::fp32, rows_cols(rows, cols), 0,
+                      rows * cols * (bytes_per_element(kept) + bytes_per_element(gemm)), deps());
+  }
+  // The forward casts around a GEMM of m x n x k (`batch` products, `param` the weight's
+  // precision): weight and input before it (`before`), the output after it.
+  void autocast_forward(const std::string& n, Phase ph, Precision gemm, Precision storage, Precision param, double m,
+                        double nn, double k, double batch, bool before) {
+    if (before) {
+      autocast(n + ".weight", "autocast_weight", ph, gemm, param, k * batch, nn);
+      autocast(n + ".input", "autocast_activation", ph, gemm, storage, m * batch, k);
+    } else {
+      autocast(n + ".output", "autocast_activation", ph, gemm, storage, m * batch, nn);
+    }
+  }
+  // The backward casts: the output gradient before the two GEMMs, the data and weight gradients
+  // after them.
+  void autocast_backward(const std::string& n, Precision gemm, Precision storage, Precision param, double m, double nn,
+                         double k, double batch, bool before) {
+    const Phase B = Phase::backward;
+    if (before) {
+      autocast(n + ".grad_output", "autocast_activation.bwd", B, gemm, storage, m * batch, nn);
+    } else {
+      autocast(n + ".grad_input", "autocast_activation.bwd", B, gemm, storage, m * batch, k);
+      autocast(n + ".grad_weight", "autocast_weight.bwd", B, gemm, param, k * batch, nn);
+    }
   }
   // A linear's forward: its gathers, the local GEMM, its reductions, in a chain.
   void linear_forward(const std::string& p, const std::string& label, const std::string& sfx, Phase ph,
@@ -530,7 +583,9 @@ class StageBuilder {
       fp8_cast(p + label + ".input", "fp8_cast_transpose" + sfx, ph, m * batch, k);
     }
     const auto [gp, st] = linear_precision(lin, label);
-    last_ = b_.gemm(p + label, label + sfx, ph, gp, st, per_core(lin.forward_gemm, x_.cores, 0), deps());
+    autocast_forward(p + label, ph, gp, st, linear_param(label), m, n, k, batch, true);
+    last_ = b_.gemm(p + label, label + sfx, ph, gp, operands(gp, st), per_core(lin.forward_gemm, x_.cores, 0), deps());
+    autocast_forward(p + label, ph, gp, st, linear_param(label), m, n, k, batch, false);
     for (const TensorCollective& c : lin.forward_after) last_ = tp_collective(p, label, c, sfx, ph, deps());
   }
   // A linear's backward: the data gradient (after its gathers), then the weight gradient (after
@@ -544,18 +599,19 @@ class StageBuilder {
     if (!ub)
       for (const TensorCollective& c : lin.dgrad_before) last_ = tp_collective(p, label, c, "", B, deps());
     if (fp8_linear(lin)) fp8_cast(p + label + ".grad_output", "fp8_cast_transpose.bwd", B, m * batch, n);
+    const auto [gp, st] = linear_precision(lin, label);
+    autocast_backward(p + label, gp, st, linear_param(label), m, n, k, batch, true);
     const std::vector<long> before = deps();
     std::vector<long> wgrad_deps;  // (started with the data gradient, not after it)
     for (const TensorCollective& c : lin.wgrad_alongside_dgrad)
       wgrad_deps.push_back(tp_collective(p, label, c, "", B, before));
-    const auto [gp, st] = linear_precision(lin, label);
-    const long dgrad = ub ? overlapped_dgrad(p + label + ".dgrad", label + ".dgrad", gp, st, lin, before)
-                          : b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, st,
+    const long dgrad = ub ? overlapped_dgrad(p + label + ".dgrad", label + ".dgrad", gp, operands(gp, st), lin, before)
+                          : b_.gemm(p + label + ".dgrad", label + ".dgrad", B, gp, operands(gp, st),
                                     per_core(gemm_shape(m, k, n, batch), x_.cores, 0), before);
     last_ = dgrad;
     for (const TensorCollective& c : lin.wgrad_before) last_ = tp_collective(p, label, c, "", B, {last_});
     wgrad_deps.push_back(last_);
-    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, st,
+    const long wgrad = b_.gemm(p + label + ".wgrad", label + ".wgrad", B, gp, operands(gp, st),
                                per_core(gemm_shape(k, n, m, batch), x_.cores, 2), wgrad_deps);
     // "bulk" qkv_wgrad / fc1_wgrad: the reduce-scatter of dX runs beside the weight gradient.
     if (ub && !lin.dgrad_after.empty()) b_.set_communication_sms(wgrad, ParallelPlan::kTpOverlapCommunicationSms);
@@ -563,6 +619,7 @@ class StageBuilder {
     for (const TensorCollective& c : lin.dgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {dgrad}));
     for (const TensorCollective& c : lin.wgrad_after) pending.push_back(tp_collective(p, label, c, "", B, {wgrad}));
     last_ = wgrad;
+    autocast_backward(p + label, gp, st, linear_param(label), m, n, k, batch, false);
     joins_.insert(joins_.end(), pending.begin(), pending.end());
   }
 
@@ -843,17 +900,27 @@ class StageBuilder {
   double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ef; }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
-    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, x_.gate_gemm, Precision::fp32, gate(), deps());
+    const double Re = x_.rows_per_expert(), le = x_.local_experts();
+    const Precision f32 = Precision::fp32, g = x_.gate_gemm, e = x_.ffn_gemm, es = x_.ffn_storage, ep = x_.pp.expert_param;
+    // The gate reads the layer's activations (x_.storage) and its scores go to the fp32 top-k.
+    autocast(p + "gate.weight", "autocast_weight", ph, g, x_.pp.shared_param, d, E);
+    autocast(p + "gate.input", "autocast_activation", ph, g, x_.storage, T, d);
+    last_ = b_.gemm(p + "gate", "gate" + sfx, ph, g, operands(g, f32), gate(), deps());
+    autocast(p + "gate.output", "autocast_activation", ph, g, f32, T, E);
     last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
                       rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
     last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.ffn_storage,
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
     last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, x_.ffn_gemm, x_.ffn_storage, expert_ffn1(), deps());
+    autocast_forward(p + "expert_ffn1", ph, e, es, ep, Re, ff, d, le, true);
+    last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, e, operands(e, es), expert_ffn1(), deps());
+    autocast_forward(p + "expert_ffn1", ph, e, es, ep, Re, ff, d, le, false);
     last_ = b_.memory(p + "expert_gelu", "expert_gelu" + sfx, ph, Kernel::gelu, x_.ffn_storage, elements(R * ff),
                       8 * R * ff, 2 * R * ff * ea, deps());
-    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, x_.ffn_gemm, x_.ffn_storage, expert_ffn2(), deps());
+    autocast_forward(p + "expert_ffn2", ph, e, es, ep, Re, d, ff, le, true);
+    last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, e, operands(e, es), expert_ffn2(), deps());
+    autocast_forward(p + "expert_ffn2", ph, e, es, ep, Re, d, ff, le, false);
     last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
     last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.ffn_storage,
@@ -866,17 +933,27 @@ class StageBuilder {
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
     last_ = b_.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", x_.ffn_gemm, x_.ffn_storage, expert_ffn2(), deps());
+    const double Re = x_.rows_per_expert(), le = x_.local_experts();
+    const Precision e = x_.ffn_gemm, es = x_.ffn_storage, ep = x_.pp.expert_param;
+    autocast_backward(p + "expert_ffn2", e, es, ep, Re, d, ff, le, true);
+    last_ = b_.gemm_backward(p + "expert_ffn2", "expert_ffn2", e, operands(e, es), expert_ffn2(), deps());
+    autocast_backward(p + "expert_ffn2", e, es, ep, Re, d, ff, le, false);
     last_ = b_.memory(p + "expert_gelu", "expert_gelu.bwd", B, Kernel::gelu, x_.ffn_storage, elements(R * ff), 8 * R * ff,
                       3 * R * ff * ea, deps());
-    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", x_.ffn_gemm, x_.ffn_storage, expert_ffn1(), deps());
+    autocast_backward(p + "expert_ffn1", e, es, ep, Re, ff, d, le, true);
+    last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", e, operands(e, es), expert_ffn1(), deps());
+    autocast_backward(p + "expert_ffn1", e, es, ep, Re, ff, d, le, false);
     last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
     last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.ffn_storage,
                       rows_cols(R, d), 0, 2 * R * d * ea, deps());
     last_ = b_.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, rows_cols(T, E, x_.k),
                       4 * T * E, 2 * T * E * 4, deps());
-    last_ = b_.gemm_backward(p + "gate", "gate", x_.gate_gemm, Precision::fp32, gate(), deps());
+    const Precision g = x_.gate_gemm;
+    autocast(p + "gate.grad_output", "autocast_activation.bwd", B, g, Precision::fp32, T, E);
+    last_ = b_.gemm_backward(p + "gate", "gate", g, operands(g, Precision::fp32), gate(), deps());
+    autocast(p + "gate.grad_input", "autocast_activation.bwd", B, g, x_.storage, T, d);
+    autocast(p + "gate.grad_weight", "autocast_weight.bwd", B, g, x_.pp.shared_param, d, E);
   }
 
   void layer_backward(int l) {

@@ -28,6 +28,16 @@ double DeviceProfile::gemm_efficiency_at(Precision p) const {
   return it->second;
 }
 
+KernelShape DeviceProfile::half_gemm_host_shape(const KernelShape& s) const {
+  if (!half_gemm_ridge_scaled) return s;
+  const double f = peak_flops_s(Precision::fp32) * gemm_efficiency_at(Precision::fp32) /
+                   (peak_flops_s(Precision::fp16) * gemm_efficiency_at(Precision::fp16)) *
+                   bytes_per_element(Precision::fp32) / bytes_per_element(Precision::fp16);
+  KernelShape out = s;
+  for (auto& d : out.dims) d = std::max<std::int64_t>(1, std::llround(static_cast<double>(d) * f));
+  return out;
+}
+
 double DeviceProfile::flash_attention_efficiency_at(Precision p) const {
   auto it = flash_attention_efficiency.find(p);
   if (it == flash_attention_efficiency.end() || !(it->second > 0))

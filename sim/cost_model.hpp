@@ -44,6 +44,17 @@ struct DeviceProfile {
   // leave: sms / (sms - communication_sms), 1 when it has the whole device. Throws
   // std::invalid_argument naming the device when it has no SM count or too few.
   double compute_share_factor(const ComputeWork& w) const;
+  // The device file's half_gemm_ridge_scaled: a 16-bit GEMM takes the host's relative efficiency
+  // at the fp32 shape of the same arithmetic intensity relative to the ridge (half_gemm_host_shape).
+  bool half_gemm_ridge_scaled = false;
+  // A 16-bit GEMM's shape as the host's fp32 surface should be read for it: as given, or, with
+  // half_gemm_ridge_scaled, every dimension times f = (fp32 peak x fp32 GEMM efficiency) /
+  // (fp16 peak x fp16 GEMM efficiency) x (4 bytes / 2 bytes), so that its intensity (flops per byte
+  // moved, which scales with the dimensions) stands as far from the fp32 ridge (achieved flops per
+  // byte of bandwidth) as the fp16 GEMM's stands from the fp16 ridge. A SIMD unit whose half lanes
+  // do 4x the fp32 flops while its scratchpad and DMA carry only 2x the elements needs twice the
+  // intensity to reach the same share of its best case (the SW26010-Pro's CPE: 32 fp16 lanes, 8 fp32).
+  KernelShape half_gemm_host_shape(const KernelShape& s) const;
   // The peak at a precision and the best-case GEMM efficiency; throw std::invalid_argument
   // naming the device when it has none.
   double peak_flops_s(Precision p) const;

@@ -30,6 +30,7 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.peak_flops_per_s = m.peak_flops_per_s;
   d.gemm_efficiency = m.gemm_efficiency;
   d.flash_attention_efficiency = m.flash_attention_efficiency;
+  d.half_gemm_ridge_scaled = m.half_gemm_ridge_scaled;
   d.memory_bandwidth_Bps = m.memory_bandwidth_Bps;
   d.optimizer_memory_bandwidth_Bps = m.optimizer_memory_bandwidth_Bps;
   d.host_link_Bps = m.host_link_Bps;

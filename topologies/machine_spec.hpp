@@ -53,6 +53,7 @@ struct MachineSpec {
   std::map<Precision, double> peak_flops_per_s;  // per device
   std::map<Precision, double> gemm_efficiency;
   std::map<Precision, double> flash_attention_efficiency;  // FlashAttention's best case (absent: none)
+  bool half_gemm_ridge_scaled = false;  // the device file's: DeviceProfile::half_gemm_host_shape
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update (Sunway: derived)
   double memory_bytes = 0;                       // per device

@@ -498,3 +498,39 @@ TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and 
   CHECK(lw.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 8 / 4);
   CHECK(f16.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 12 / 4);
 }
+
+// Autocast and dynamic loss scaling as real memory-bound kernels (models/precision.hpp), counted
+// by hand on the tiny model (T = 8 tokens, d = 8, d_ff = 16, E = 4 experts, one per node).
+TEST_CASE("moe model: autocast casts and loss scaling, counted by hand") {
+  auto bytes_of = [](PrecisionPolicy p, const std::string& label) {
+    TrainingSpec t = tiny_training();
+    t.precision = p;
+    const ModaWorkload mw = build(t);
+    const StepGraph& g = mw.step.workload.programs[0];
+    double bytes = 0;
+    for (OpId v = 0; v < boost::num_vertices(g); ++v)
+      if (const auto* c = std::get_if<ComputeWork>(&g[v].work))
+        if (g[v].label == label) bytes += c->bytes;
+    return bytes;
+  };
+  // Layer-wise: the attention's fp32 weights (qkv 8 x 24, proj 8 x 8: 256 values) are cast to
+  // half for each forward (4 + 2 bytes each), and their half gradients back to fp32; 2 layers.
+  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_weight") == 2 * 256 * 6);
+  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_weight.bwd") == 2 * 256 * 6);
+  // Its activations: qkv input 8 x 8 and output 8 x 24, proj input and output 8 x 8 (384 values).
+  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_activation") == 2 * 384 * 6);
+  // APEX O1 casts the gate (8 x 4) and the expert (8 x 16 and 16 x 8) too: 256 + 32 + 256 values.
+  CHECK(bytes_of(PrecisionPolicy::apex_o1, "autocast_weight") == 2 * 544 * 6);
+  // No casts where the GEMM's precision is its operands' (fp32; O2 keeps half weights).
+  CHECK(bytes_of(PrecisionPolicy::fp32, "autocast_weight") == 0);
+  CHECK(bytes_of(PrecisionPolicy::apex_o2, "autocast_weight") == 0);
+  // O2's half gate scores go to the fp32 top-k: T x E = 32 values cast up.
+  CHECK(bytes_of(PrecisionPolicy::apex_o2, "autocast_activation") == 2 * 32 * 6);
+  // Loss scaling: the shared fp32 gradients have no master copy in layer-wise mode, so their
+  // ParO shard (352 / K = 88 per layer) is unscaled and checked in place (4 + 4 bytes); the
+  // expert shard's check is the master-gradient pass. O1 unscales both; fp32 neither.
+  CHECK(bytes_of(PrecisionPolicy::mixed, "shared_unscale") == 2 * 88 * 8);
+  CHECK(bytes_of(PrecisionPolicy::mixed, "expert_unscale") == 0);
+  CHECK(bytes_of(PrecisionPolicy::apex_o1, "expert_unscale") == 2 * 140 * 8);
+  CHECK(bytes_of(PrecisionPolicy::fp32, "shared_unscale") == 0);
+}

@@ -209,6 +209,33 @@ TEST_CASE("profile cost model: the host's relative efficiency scales the device'
   CHECK(contains(host->describe(), "Test CPU"));
 }
 
+// half_gemm_ridge_scaled (the SW26010-Pro's device file): a 16-bit GEMM reads the host's surface at
+// the shape of the same intensity relative to the ridge; fp32 GEMMs and other devices are unchanged.
+TEST_CASE("profile cost model: a half GEMM's shape scaled to the fp32 ridge") {
+  DeviceProfile d;
+  d.name = "dev";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}, {Precision::fp16, 4e12}};
+  d.gemm_efficiency = {{Precision::fp32, 0.8}, {Precision::fp16, 0.5}};
+  d.memory_bandwidth_Bps = 100e9;
+  d.optimizer_memory_bandwidth_Bps = 10e9;
+  const KernelShape s = shape(1000, 2000, 30);
+  CHECK(d.half_gemm_host_shape(s) == s);  // off: as given
+  d.half_gemm_ridge_scaled = true;
+  // f = (1e12 x 0.8) / (4e12 x 0.5) x 4 / 2 = 0.8 on every dimension.
+  CHECK(d.half_gemm_host_shape(s) == shape(800, 1600, 24));
+  CHECK(d.half_gemm_host_shape(shape(1, 1, 1)) == shape(1, 1, 1));  // never below 1
+  // The cost: a shape that scales from the surface's large plateau onto its small corner.
+  const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(0.25)));
+  const ProfileCostModel on(d, host);
+  d.half_gemm_ridge_scaled = false;
+  const ProfileCostModel off(d, host);
+  const ComputeWork big16{Kernel::gemm, Precision::fp16, 2e12, 0, shape(1024, 1024, 1024)};
+  const ComputeWork big32{Kernel::gemm, Precision::fp32, 8e11, 0, shape(1024, 1024, 1024)};
+  CHECK(off.compute_time_s(big16) == doctest::Approx(1.0));
+  CHECK(on.compute_time_s(big16) > off.compute_time_s(big16));
+  CHECK(on.compute_time_s(big32) == off.compute_time_s(big32));
+}
+
 // calibrate_host on a tiny grid (real kernels, a fraction of a second): the profile is complete,
 // every point's efficiency is its rate over its class's peak, and each class's best point is 1.
 TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class peaks") {
