@@ -209,7 +209,9 @@ std::pair<ChildResult, ChildResult> run_two(const Scenario& s, Fidelity first, F
 }
 
 // Runs both fidelities and checks they agree within 2 %.
-void compare_fidelities(const Scenario& s) {
+// Folded within `bound` (relative) of exhaustive: 2 %, the target; a case with a known, measured gap
+// passes its own bound, just above the measurement, so that the gap may shrink but never grow unseen.
+void compare_fidelities(const Scenario& s, double bound = 0.02) {
   const auto [ex, fo] = run_two(s, Fidelity::exhaustive, Fidelity::folded);
   const double gap = (fo.step_time_s - ex.step_time_s) / ex.step_time_s;
   MESSAGE("exhaustive ", ex.step_time_s, " s (", ex.simulated_ranks, " ranks, ", ex.flows, " flows); folded ",
@@ -217,7 +219,7 @@ void compare_fidelities(const Scenario& s) {
   CHECK(ex.step_time_s > 0);
   CHECK(ex.simulated_ranks == s.plan.nodes);
   CHECK(fo.simulated_ranks < ex.simulated_ranks);
-  CHECK(std::fabs(gap) <= 0.02);
+  CHECK(std::fabs(gap) <= bound);
 }
 
 }  // namespace
@@ -243,10 +245,10 @@ TEST_CASE("folding: moda with one expert per supernode matches exhaustive") {
 // With the optimizer dependencies fixed the gap shrank but stays; with the optimizer-update
 // bandwidth and the phase split of the latest model: exhaustive 1.81546e-3 s, folded 1.85332e-3 s,
 // +2.09 %.
-// The bound is not loosened: may_fail keeps the suite green while the gap stands.
-TEST_CASE("folding: inverse layout matches exhaustive" * doctest::may_fail()) {
+// The 2 % target is not met here; the case holds the measured gap (bound 3 %) until it is closed.
+TEST_CASE("folding: inverse layout stays within its known gap (3 %, target 2 %) of exhaustive") {
   // MoE groups of 8 inside a supernode, each expert's 8 replicas across the 4 supernodes.
-  compare_fidelities(scenario(64, 8, Layout::inverse, true, CollectiveAlgorithm::pairwise));
+  compare_fidelities(scenario(64, 8, Layout::inverse, true, CollectiveAlgorithm::pairwise), 0.03);
 }
 
 TEST_CASE("folding: moda with one replica and direct all_to_all matches exhaustive") {
@@ -286,32 +288,33 @@ TEST_CASE("folding: moda 256 nodes with ParO and the direct all_to_all matches e
 // Stragglers (topologies/faults.hpp) keep folding's speed: the straggler's class and the classes
 // of the ranks that share a group with it are simulated, the rest stay folded, and the step
 // still agrees with the exhaustive one.
-// KNOWN GAP (first measurement, being worked on): folded is pessimistic with slowed ranks
-// (one straggler at 2x: +18.6 %; two at 1.5x with links 2x on 256 nodes: +41.8 %; one uplink at
-// half bandwidth: +10.9 %).
-TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 matches exhaustive" * doctest::may_fail()) {
+// KNOWN GAP (measured on resil2's final commit): folded is pessimistic with slowed ranks (one
+// straggler at 2x: +17.9 %; two at 1.5x with links 2x on 256 nodes: +27.7 %; one uplink at half
+// bandwidth: +10.9 %), against the 2 % target. Likely cause: a folded link inside a supernode
+// holding classes of unequal size gets B / (largest class), shared by all representatives, so a
+// straggler's class of 1 sees about B/24 where it has B/16. Each case holds its measured gap
+// (bound just above it) until the capacity rule is fixed.
+TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (20 %)") {
   Scenario s = scenario(64, 8, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {21};
   s.stragglers.compute_factor = 2;
-  compare_fidelities(s);
+  compare_fidelities(s, 0.20);
 }
 
-TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 2 matches exhaustive" *
-          doctest::may_fail()) {
+TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 2 stays within its known gap (30 %)") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {5, 170};
   s.stragglers.compute_factor = 1.5;
   s.stragglers.link_factor = 2;
-  compare_fidelities(s);
+  compare_fidelities(s, 0.30);
 }
 
-TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth matches exhaustive" *
-          doctest::may_fail()) {
+TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth stays within its known gap (12 %)") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise);
   LinkFaultSpec l;
   l.kind = "supernode_uplink";
   l.instances = {6};
   l.bandwidth_factor = 0.5;
   s.links = {l};
-  compare_fidelities(s);
+  compare_fidelities(s, 0.12);
 }
