@@ -22,7 +22,7 @@
 #include "app/child_process.hpp"
 #include "app/chrome_trace.hpp"
 #include "app/embedded.hpp"
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/pipeline.hpp"
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
@@ -300,15 +300,13 @@ namespace {
 // One file through the parser alone: a sweep file (it has "dimensions" or "search") or a scenario file. Throws
 // the parser's ScenarioError (an unreadable file is load_scenario_file's).
 void check_one(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || in.bad()) (void)load_scenario_file(file);
-  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  if (!read_text_file(file, text).empty()) (void)load_scenario_file(file);  // throws its error
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_object() && (doc.contains("dimensions") || doc.contains("search")))
-    (void)parse_sweep(text.str(), file);
+    (void)parse_sweep(text, file);
   else
-    (void)parse_scenario(text.str(), file);
+    (void)parse_scenario(text, file);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/pipeline.hpp"
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"

@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/scenario.hpp"
 
 namespace exasim {
@@ -23,12 +23,7 @@ namespace {
 
 bool read_text(const std::string& path, std::string& text) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  text = ss.str();
-  return static_cast<bool>(in) || in.eof();
+  return std::filesystem::is_regular_file(path, ec) && read_text_file(path, text).empty();
 }
 
 // A shell word: single-quoted, its single quotes written '\''.
