@@ -19,9 +19,10 @@
 #include <iostream>
 #include <memory>
 
+#include "app/child_process.hpp"
 #include "app/chrome_trace.hpp"
 #include "app/embedded.hpp"
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/pipeline.hpp"
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
@@ -223,35 +224,56 @@ int sweep_command(const SweepArgs& a) {
   return run_sweep(spec, o, std::cout);
 }
 
-// `plot` and `report` run the embedded tools/plot.py as `python3 -c <script> plot|report ARGS` and
-// return its exit status. The script exits 3 when its python3 lacks matplotlib; then the next
-// interpreter is tried: $EXASIM_PYTHON if set, else python3 on the PATH, then Debian's /usr/bin/python3.
+namespace {
+// The embedded tools/exasim_plot package written to a fresh folder under $TMPDIR (removed by the
+// destructor), so that python3 imports it as a package.
+class PlotPackage {
+ public:
+  PlotPackage() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/exasim-plot-XXXXXX";
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp " + pattern + ": " + std::strerror(errno));
+    dir_ = pattern;
+    const std::string prefix = "tools/exasim_plot/";
+    std::filesystem::create_directory(dir_ / "exasim_plot");
+    for (const auto& [path, text] : embedded_files()) {
+      if (path.rfind(prefix, 0) != 0) continue;
+      std::ofstream out(dir_ / "exasim_plot" / path.substr(prefix.size()), std::ios::binary);
+      out << text;
+      if (!out.flush()) throw std::runtime_error("cannot write " + (dir_ / "exasim_plot").string());
+    }
+  }
+  ~PlotPackage() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  PlotPackage(const PlotPackage&) = delete;
+  PlotPackage& operator=(const PlotPackage&) = delete;
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+}  // namespace
+
+// `plot` and `report` run the embedded tools/exasim_plot package (written to a temporary folder)
+// as `python3 -c <import it from $EXASIM_PLOT_PACKAGE> plot|report ARGS` and return its exit status. It exits 3
+// when its python3 lacks matplotlib; then the next interpreter is tried: $EXASIM_PYTHON if set,
+// else python3 on the PATH, then Debian's /usr/bin/python3.
 int python_command(const std::string& sub, const std::vector<std::string>& args) {
-  const std::string& script = embedded_files().at("tools/plot.py");
+  const PlotPackage package;
+  const std::string boot = "import os, sys; sys.path.insert(0, os.environ['EXASIM_PLOT_PACKAGE']); "
+                           "from exasim_plot.cli import main; sys.exit(main(sys.argv[1:]))";
   std::vector<std::string> tried;
   const char* env = std::getenv("EXASIM_PYTHON");
   const std::vector<std::string> pythons =
       env && *env ? std::vector<std::string>{env} : std::vector<std::string>{"python3", "/usr/bin/python3"};
   for (const std::string& py : pythons) {
-    std::vector<std::string> argv_s{py, "-c", script, sub};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    std::cout.flush();
-    std::cerr.flush();
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      setenv("EXASIM_PYTHON_PROBE", "1", 1);
-      execvp(argv[0], argv.data());
-      _exit(127);  // not found: the parent tries the next one
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-      if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    const int code = WEXITSTATUS(status);
+    ChildRun run;
+    run.argv = {py, "-c", boot, sub};
+    run.argv.insert(run.argv.end(), args.begin(), args.end());
+    run.env = {{"EXASIM_PYTHON_PROBE", "1"}, {"EXASIM_PLOT_PACKAGE", package.dir()}};
+    const int code = run_child(run);
     if (code != 3 && code != 127) return code;
     tried.push_back(py + (code == 127 ? " (not found)" : " (no matplotlib)"));
   }
@@ -278,15 +300,13 @@ namespace {
 // One file through the parser alone: a sweep file (it has "dimensions" or "search") or a scenario file. Throws
 // the parser's ScenarioError (an unreadable file is load_scenario_file's).
 void check_one(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || in.bad()) (void)load_scenario_file(file);
-  const nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  if (!read_text_file(file, text).empty()) (void)load_scenario_file(file);  // throws its error
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_object() && (doc.contains("dimensions") || doc.contains("search")))
-    (void)parse_sweep(text.str(), file);
+    (void)parse_sweep(text, file);
   else
-    (void)parse_scenario(text.str(), file);
+    (void)parse_scenario(text, file);
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ int run_command(const RunArgs& a);
 int validate_command(const ValidateArgs& a);
 int calibrate_command(const CalibrateArgs& a);
 int sweep_command(const SweepArgs& a);
-// `plot` and `report`: the embedded tools/plot.py run by python3 with SUB and ARGS.
+// `plot` and `report`: the embedded tools/exasim_plot run by python3 with SUB and ARGS.
 int python_command(const std::string& sub, const std::vector<std::string>& args);
 // `list`: the embedded scenarios (for `run`), then the sweep files (for `sweep`); takes no argument.
 int list_command(const std::vector<std::string>& args);

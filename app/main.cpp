@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/pipeline.hpp"
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
@@ -24,7 +24,7 @@ struct Args {
   ValidateArgs validate;
   CalibrateArgs calibrate;
   SweepArgs sweep;
-  std::vector<std::string> passed_on;  // plot and report: handed to tools/plot.py as they are
+  std::vector<std::string> passed_on;  // plot and report: handed to tools/exasim_plot as they are
   std::string help_topic;
   std::vector<std::string> check_files;
 };
@@ -110,12 +110,12 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
   return sub;
 }
 
-// plot and report hand everything after the subcommand to tools/plot.py (`exasim plot KIND --help`
+// plot and report hand everything after the subcommand to tools/exasim_plot (`exasim plot KIND --help`
 // lists a kind's options); `exasim plot --help` alone is CLI11's.
 CLI::App* add_python(CLI::App& app, const std::string& name, const std::string& what, const std::string& example) {
   CLI::App* sub = app.add_subcommand(name, what);
   sub->prefix_command()->allow_extras();
-  sub->footer("Everything after the subcommand goes to tools/plot.py (python3 with matplotlib).\nExample:\n  " +
+  sub->footer("Everything after the subcommand goes to tools/exasim_plot (python3 with matplotlib).\nExample:\n  " +
               example);
   return sub;
 }

@@ -9,11 +9,9 @@
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
 #include "models/memory_model.hpp"
-#include "topologies/fat_tree.hpp"
+#include "topologies/machine_families.hpp"
 #include "topologies/faults.hpp"
-#include "topologies/inner_level_classes.hpp"
 #include "topologies/network_factory.hpp"
-#include "topologies/torus.hpp"
 
 namespace exasim {
 
@@ -162,18 +160,13 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
     take_transformer_workload(tw, p);
-    // On GPU nodes, ranks of one stage differ by whether their ring neighbours share their NVLink.
-    if (m.family == "gpu_cluster") split_classes_at_inner_level(p.workload, m.devices_per_inner_level());
+    split_classes_for_family(p.workload, m);
     p.ranks = p.workload.rank_count;
     if (!sc.model.dense()) p.moe = tw.moe;
     // A plan that does not fit is refused with its numbers, never simulated as if it fitted.
     if (!o.memory_only) check_fits(sc, p);
   }
-  // On a torus, collectives run as the pod's hardware runs them (2-D torus algorithm, all-to-alls at once).
-  if (m.family == "torus") adopt_torus_collectives(p.workload, dynamic_cast<const TorusNetwork&>(net));
-  // On GPU nodes, a group with several members per node runs NCCL's channels, one per NIC.
-  if (m.family == "gpu_cluster")
-    adopt_multi_ring_collectives(p.workload, dynamic_cast<const FatTreeNetwork&>(net));
+  adopt_family_collectives(p.workload, net, m);
   if (o.memory_only) return p;
   FaultyNetwork faulty(net);
   apply_scenario_faults(sc, o, p, faulty);
@@ -198,43 +191,6 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   return p;
 }
 
-namespace {
-// The report's "machine" object: each family's own fields.
-nlohmann::json machine_json(const MachineSpec& m) {
-  nlohmann::json j{{"name", m.name}, {"family", m.family}, {"devices", m.device_count()},
-                   {"device_word", m.device_word()}};
-  if (m.family == "gpu_cluster") {
-    const GpuClusterSpec& g = m.gpu;
-    j["nodes"] = g.nodes;
-    j["gpus_per_node"] = g.gpus_per_node;
-    j["gpus_per_nic"] = g.gpus_per_nic;
-    j["nvlink_Bps"] = g.nvlink_Bps;
-    j["nvlink_latency_s"] = g.nvlink_latency_s;
-    j["nic_Bps"] = g.nic_Bps;
-    j["fat_tree"] = {{"nodes_per_leaf_group", g.nodes_per_leaf_group},
-                     {"leaf_groups_per_spine_group", g.leaf_groups_per_spine_group},
-                     {"rail_optimized", g.rail_optimized},
-                     {"leaf_taper", g.leaf_taper},
-                     {"spine_taper", g.spine_taper}};
-    j["link_latency_s"] = m.link_latency_s;
-    if (m.host_link_Bps > 0) {
-      j["host_link_Bps"] = m.host_link_Bps;
-      j["host_memory_Bps"] = m.host_memory_Bps;
-    }
-  } else if (m.family == "torus") {
-    j["torus_x"] = m.torus.x;
-    j["torus_y"] = m.torus.y;
-    j["link_Bps"] = m.torus.link_Bps;
-    j["link_latency_s"] = m.link_latency_s;
-  } else {
-    j["nodes_per_supernode"] = m.nodes_per_supernode;
-    j["node_injection_Bps"] = m.node_injection_Bps;
-    j["link_latency_s"] = m.link_latency_s;
-    j["upper_level_bandwidth_ratio"] = m.upper_level_bandwidth_ratio;
-  }
-  return j;
-}
-}  // namespace
 
 namespace {
 // A convolutional network's model, plan and training objects of the report.
@@ -244,7 +200,7 @@ void convnet_report(const Prediction& p, nlohmann::json& r) {
   r["model"] = {{"name", sc.model.name},
                 {"family", "resnet"},
                 {"stages", c.stage_blocks},
-                {"block", c.block == ResidualBlock::bottleneck ? "bottleneck" : "basic"},
+                {"block", to_string(c.block)},
                 {"base_width", c.base_width},
                 {"image_size", c.image_size},
                 {"classes", c.classes},
@@ -296,7 +252,7 @@ void model_report(const Prediction& p, json& r) {
                 {"top_k", sc.model.top_k},
                 {"vocab", sc.model.vocab},
                 {"kv_heads", sc.model.key_value_heads()},
-                {"ffn", sc.model.ffn == ModelSpec::Ffn::swiglu ? "swiglu" : "gelu"},
+                {"ffn", to_string(sc.model.ffn)},
                 {"tied_embeddings", sc.model.tied_embeddings},
                 {"parameters", p.parameters}};
 }
@@ -332,7 +288,7 @@ void plan_report(const Prediction& p, json& r) {
                  {"distributed_optimizer", pl.distributed_optimizer},
                  {"recompute", to_string(pl.recompute)},
                  {"sequence_parallel", pl.sequence_parallel},
-                 {"attention", pl.attention == ParallelPlan::Attention::flash ? "flash" : "standard"},
+                 {"attention", to_string(pl.attention)},
                  {"offload_optimizer", pl.offload_optimizer},
                  {"micro_batch", pl.micro_batch},
                  {"global_batch", pl.global_batch},
@@ -403,13 +359,9 @@ void faults_report(const Prediction& p, json& r) {
 // Step time, throughput and where the time goes.
 void figures_report(const Prediction& p, json& r) {
   const Scenario& sc = p.scenario;
-  r["step_time_s"] = p.step_time_s;
+  headline_figures(p, r);
   r["executed_flops"] = p.executed_flops;
-  r["sustained_pflops"] = p.sustained_pflops;
   r["model_flops"] = p.model_flops;
-  r["model_pflops"] = p.model_pflops;
-  r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
-  r["tokens_per_s"] = p.tokens_per_s;
   if (sc.model.is_convnet()) r["images_per_s"] = p.images_per_s;
   if (p.goodput) resilience_report(p, r);
   const Breakdown& b = p.breakdown;
@@ -502,7 +454,7 @@ nlohmann::json report_json(const Prediction& p) {
   const Scenario& sc = p.scenario;
   json r;
   r["scenario"] = {{"name", sc.name}, {"file", sc.file}, {"description", sc.description}};
-  r["machine"] = machine_json(sc.machine);
+  r["machine"] = machine_report_json(sc.machine);
   model_report(p, r);
   if (sc.model.is_convnet())
     convnet_report(p, r);

@@ -73,6 +73,17 @@ struct PredictOptions {
 Prediction predict(const Scenario& sc, const PredictOptions& o);
 
 nlohmann::json report_json(const Prediction& p);
+
+// The prediction's headline figures, in a sweep row's column order (a report's keys are sorted):
+// step time, tokens/s, model TFLOPS per device, sustained and model PFLOPS. One writer for both.
+template <class Json>
+void headline_figures(const Prediction& p, Json& r) {
+  r["step_time_s"] = p.step_time_s;
+  r["tokens_per_s"] = p.tokens_per_s;
+  r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
+  r["sustained_pflops"] = p.sustained_pflops;
+  r["model_pflops"] = p.model_pflops;
+}
 std::string summary_text(const Prediction& p);
 
 }  // namespace exasim

@@ -2,6 +2,8 @@
 // file, the JSON path and what was expected. See app/scenario.hpp for the value types.
 #include "app/scenario.hpp"
 
+#include "sim/files.hpp"
+
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -675,8 +677,8 @@ ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& 
   if (!st.is_array() || st.empty())
     r.fail(sp, "expected a non-empty list of blocks per stage (positive integers, e.g. [3, 4, 6, 3]), got " + describe(st));
   for (size_t i = 0; i < st.size(); ++i) s.convnet.stage_blocks.push_back(r.integer(st[i], sp + "/" + std::to_string(i)));
-  s.convnet.block = r.enum_value(m, path, "block", {"bottleneck", "basic"}, 0) == 0 ? ResidualBlock::bottleneck
-                                                                                   : ResidualBlock::basic;
+  s.convnet.block = r.choice(m, path, "block", {ResidualBlock::bottleneck, ResidualBlock::basic},
+                             std::optional(ResidualBlock::bottleneck));
   s.convnet.base_width = r.optional_int(m, path, "base_width", 64);
   s.convnet.image_size = r.optional_int(m, path, "image_size", 224);
   s.convnet.classes = r.optional_int(m, path, "classes", 1000);
@@ -692,8 +694,8 @@ ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& 
 // heads, each refused where it has no meaning.
 void read_family(const Reader& r, const json& m, const std::string& path, ModelSpec& s) {
   using A = ModelSpec::Architecture;
-  static const A arch[] = {A::decoder, A::encoder, A::encoder_decoder};
-  s.architecture = arch[r.enum_value(m, path, "architecture", {"decoder", "encoder", "encoder_decoder"}, 0)];
+  s.architecture =
+      r.choice(m, path, "architecture", {A::decoder, A::encoder, A::encoder_decoder}, std::optional(A::decoder));
   const bool enc_dec = s.architecture == A::encoder_decoder, encoder = s.architecture == A::encoder;
   if (Reader::find(m, "decoder_layers") && !enc_dec)
     r.fail(child(path, "decoder_layers"), "expected no decoder_layers: only \"architecture\": \"encoder_decoder\" has them");
@@ -747,7 +749,7 @@ ModelSpec read_model(const Reader& r, const json& root) {
     s.dropout = r.number(*v, child(path, "dropout"), NumKind::non_negative);
     if (!(*s.dropout < 1)) r.fail(child(path, "dropout"), "expected a probability in [0, 1), got " + v->dump());
   }
-  s.ffn = r.enum_value(m, path, "ffn", {"gelu", "swiglu"}, 0) == 0 ? ModelSpec::Ffn::gelu : ModelSpec::Ffn::swiglu;
+  s.ffn = r.choice(m, path, "ffn", {ModelSpec::Ffn::gelu, ModelSpec::Ffn::swiglu}, std::optional(ModelSpec::Ffn::gelu));
   if (Reader::find(m, "tied_embeddings")) s.tied_embeddings = r.required_annotated_bool(m, path, "tied_embeddings");
   read_family(r, m, path, s);
   if (const json* v = Reader::find(m, "router")) {
@@ -973,8 +975,8 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   if (Reader::find(p, "prefetch_parameters")) s.prefetch_parameters = r.required_annotated_bool(p, path, "prefetch_parameters");
   s.recompute = r.choice(p, path, "recompute", {Recompute::none, Recompute::selective, Recompute::full},
                          std::optional(Recompute::none));
-  s.attention = r.enum_value(p, path, "attention", {"standard", "flash"}, 0) == 0 ? ParallelPlan::Attention::standard
-                                                                                 : ParallelPlan::Attention::flash;
+  s.attention = r.choice(p, path, "attention", {ParallelPlan::Attention::standard, ParallelPlan::Attention::flash},
+                         std::optional(ParallelPlan::Attention::standard));
   if (Reader::find(p, "sequence_parallel")) s.sequence_parallel = r.required_annotated_bool(p, path, "sequence_parallel");
   if (Reader::find(p, "tp_comm_overlap")) s.tp_comm_overlap = r.required_annotated_bool(p, path, "tp_comm_overlap");
   if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_annotated_bool(p, path, "offload_optimizer");
@@ -1213,18 +1215,10 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
 }
 
 Scenario load_scenario_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ScenarioError(path, "", "expected a readable file (it is a directory)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    throw ScenarioError(path, "", std::string("expected a readable file (") + std::strerror(err) + ")");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw ScenarioError(path, "", "expected a readable file (read error)");
-  return parse_scenario(ss.str(), path);
+  std::string text;
+  const std::string why = read_text_file(path, text);
+  if (!why.empty()) throw ScenarioError(path, "", "expected a readable file (" + why + ")");
+  return parse_scenario(text, path);
 }
 
 std::string escape_token(const std::string& key) {

@@ -24,8 +24,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "app/child_process.hpp"
 #include "app/embedded.hpp"
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/plan_search.hpp"
 #include "models/memory_model.hpp"
 #include "models/transformer.hpp"
@@ -65,13 +66,7 @@ const std::vector<std::string>& figure_fields() {
 
 bool read_whole_file(const std::string& path, std::string& text) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  text = ss.str();
-  return true;
+  return std::filesystem::is_regular_file(path, ec) && read_text_file(path, text).empty();
 }
 
 // The base scenario named by the sweep file: a path (relative to the sweep file's folder, then to
@@ -389,11 +384,7 @@ ojson row_head(const SweepSpec& s, size_t plan) { return head(s, plan, ""); }
 ojson ok_row(const SweepSpec& s, size_t plan, const Prediction& p) {
   ojson r = head(s, plan, "ok");
   r["mode"] = p.analytic ? "analytic" : "simulated";
-  r["step_time_s"] = p.step_time_s;
-  r["tokens_per_s"] = p.tokens_per_s;
-  r["model_tflops_per_device"] = p.model_flops / p.step_time_s / p.ranks / 1e12;
-  r["sustained_pflops"] = p.sustained_pflops;
-  r["model_pflops"] = p.model_pflops;
+  headline_figures(p, r);
   const Breakdown& b = p.breakdown;
   r["forward_compute_s"] = b.forward_compute_s;
   r["forward_communication_s"] = b.forward_communication_s;
@@ -513,15 +504,7 @@ int open_append(const std::string& path, bool truncate) {
 
 // The child's side: predict, and send the row back as one JSON line.
 [[noreturn]] void child_main(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po, int fd) {
-  const std::string line = row_line(predict_row(s, plan, sc, po));
-  size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = write(fd, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) _exit(1);
-    done += static_cast<size_t>(n);
-  }
-  _exit(0);
+  _exit(write_all(fd, row_line(predict_row(s, plan, sc, po))) ? 0 : 1);
 }
 
 struct Child {
@@ -773,18 +756,8 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
         emit(std::move(row));
         continue;
       }
-      int fd[2];
-      if (pipe2(fd, O_CLOEXEC) != 0) throw std::runtime_error("sweep: pipe() failed");
-      std::fflush(nullptr);
-      std::cerr.flush();
-      const pid_t pid = fork();
-      if (pid < 0) throw std::runtime_error("sweep: fork() failed");
-      if (pid == 0) {
-        close(fd[0]);
-        child_main(s_, id, sc, po, fd[1]);
-      }
-      close(fd[1]);
-      running.push_back({pid, fd[0], id, ""});
+      const ForkedChild child = fork_child([&](int fd) -> int { child_main(s_, id, sc, po, fd); });
+      running.push_back({child.pid, child.read_fd, id, ""});
     }
     if (running.empty()) continue;
     std::vector<pollfd> pfds;
@@ -804,9 +777,7 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
         continue;
       }
       close(c.fd);
-      int status = 0;
-      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      const int status = wait_status(c.pid);
       ojson row;
       bool ok = false;
       if (!c.out.empty() && c.out.back() == '\n') try {

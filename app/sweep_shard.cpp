@@ -1,5 +1,7 @@
 #include "app/sweep_shard.hpp"
 
+#include "app/child_process.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "app/output.hpp"
+#include "sim/files.hpp"
 #include "app/scenario.hpp"
 
 namespace exasim {
@@ -21,12 +23,7 @@ namespace {
 
 bool read_text(const std::string& path, std::string& text) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  text = ss.str();
-  return static_cast<bool>(in) || in.eof();
+  return std::filesystem::is_regular_file(path, ec) && read_text_file(path, text).empty();
 }
 
 // A shell word: single-quoted, its single quotes written '\''.
@@ -34,20 +31,6 @@ std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-// Runs argv, its stdout and stderr into `output`; returns the exit status (127: could not start).
-int run_capture(const std::vector<std::string>& argv, std::string& output) {
-  std::string cmd;
-  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + shell_quote(a);
-  cmd += " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return 127;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) output.append(buf, n);
-  const int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
 }  // namespace
@@ -141,10 +124,9 @@ int write_slurm_job(const std::string& sweep_arg, const SweepSpec& s, const Swee
     const fs::path probe = fs::temp_directory_path() / fmt::format("exasim-sbatch-{}.sh", getpid());
     { std::ofstream(probe) << script; }
     std::string said;
-    const int rc = run_capture({"sbatch", "--test-only", probe.string()}, said);
+    const int rc = run_child({{"sbatch", "--test-only", probe.string()}, {}, &said});
     fs::remove(probe);
-    if (rc == 127 && said.find("not found") != std::string::npos)
-      throw ScenarioError("--submit", "", "expected sbatch on the PATH (Slurm's client): " + said);
+    if (rc == 127) throw ScenarioError("--submit", "", "expected sbatch on the PATH (Slurm's client): not found");
     if (rc != 0) throw ScenarioError("--slurm", "", "sbatch refused the job: " + said);
   }
   std::error_code ec;
@@ -158,7 +140,7 @@ int write_slurm_job(const std::string& sweep_arg, const SweepSpec& s, const Swee
     return 0;
   }
   std::string said;
-  const int rc = run_capture({"sbatch", "--parsable", path}, said);
+  const int rc = run_child({{"sbatch", "--parsable", path}, {}, &said});
   if (rc != 0) {
     fs::remove(path);
     throw ScenarioError("--slurm", "", "sbatch refused the job: " + said);

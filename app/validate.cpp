@@ -13,6 +13,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "app/child_process.hpp"
 #include "app/embedded.hpp"
 #include "app/pipeline.hpp"
 #include "app/scenario.hpp"
@@ -39,30 +40,17 @@ double metric_of(const nlohmann::json& report, const std::string& metric, const 
 // SimGrid allows one engine per process: each scenario runs in a child process that sends
 // back its figures (or its error) through a pipe.
 nlohmann::json predict_in_child(const Scenario& sc, const PredictOptions& o) {
-  int fd[2];
-  if (pipe(fd) != 0) throw std::runtime_error("validate: pipe() failed");
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("validate: fork() failed");
-  if (pid == 0) {
-    close(fd[0]);
+  const ForkedChild child = fork_child([&](int fd) {
     std::string msg;
     try {
       msg = "ok " + report_json(predict(sc, o)).dump();
     } catch (const std::exception& e) {
       msg = std::string("error ") + e.what();
     }
-    const ssize_t n = write(fd[1], msg.data(), msg.size());
-    _exit(n == static_cast<ssize_t>(msg.size()) ? 0 : 1);
-  }
-  close(fd[1]);
-  std::string msg;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+    return write_all(fd, msg) ? 0 : 1;
+  });
+  const std::string msg = read_to_end(child.read_fd);
+  const int status = wait_status(child.pid);
   if (msg.rfind("ok ", 0) == 0) return nlohmann::json::parse(msg.substr(3));
   if (msg.rfind("error ", 0) == 0) {
     const std::string what = msg.substr(6);  // most errors name the scenario file already

@@ -1,5 +1,7 @@
 #include "costs/host_profile.hpp"
 
+#include "sim/files.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -299,11 +301,9 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
 }
 
 HostProfile load_host_profile_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ProfileError(path, "", "cannot read the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_host_profile(ss.str(), path);
+  std::string text;
+  if (!read_text_file(path, text).empty()) throw ProfileError(path, "", "cannot read the file");
+  return parse_host_profile(text, path);
 }
 
 std::string host_profile_json(const HostProfile& hp) {

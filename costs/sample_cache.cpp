@@ -1,5 +1,7 @@
 #include "costs/sample_cache.hpp"
 
+#include "sim/files.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,12 +68,10 @@ std::string sample_key(Kernel k, const KernelShape& s, Precision p, const std::s
 }
 
 SampleCache::SampleCache(std::filesystem::path file) : file_(std::move(file)) {
-  std::ifstream in(file_);
-  if (!in) return;  // no cache yet
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
+  if (!read_text_file(file_.string(), text).empty()) return;  // no cache yet
   try {
-    const json j = json::parse(text.str());
+    const json j = json::parse(text);
     if (!j.is_object() || j.value("format", "") != kFormat)
       throw std::runtime_error(fmt::format("not a sample cache (no \"format\": \"{}\")", kFormat));
     if (j.value("version", 0) != kVersion)
@@ -99,28 +99,10 @@ void SampleCache::save() const {
   const auto fail = [this](const std::string& why) {
     throw std::runtime_error(fmt::format("sample cache {}: cannot save: {}", file_.string(), why));
   };
-  std::error_code ec;
-  if (file_.has_parent_path()) {
-    std::filesystem::create_directories(file_.parent_path(), ec);
-    if (ec) fail(ec.message());
-  }
-  const std::filesystem::path tmp = file_.string() + fmt::format(".tmp.{}", ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                       ::fsync(::fileno(f)) == 0;
-  const int write_errno = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) {
-    const std::string why = std::strerror(written ? errno : write_errno);
-    std::filesystem::remove(tmp, ec);
-    fail(why);
-  }
-  std::filesystem::rename(tmp, file_, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    std::filesystem::remove(tmp, ec);
-    fail(why);
+  try {
+    write_outputs({{file_.string(), text}}, /*sync_to_disk=*/true);
+  } catch (const OutputError& e) {
+    throw std::runtime_error(fmt::format("sample cache {}: cannot save: {}", file_.string(), e.what()));
   }
 }
 

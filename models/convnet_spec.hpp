@@ -8,6 +8,8 @@
 namespace exasim {
 
 enum class ResidualBlock { basic, bottleneck };  // two 3 x 3 convolutions; 1 x 1, 3 x 3, 1 x 1 (4x wider out)
+// The block's one name table: the scenario's "block" and the report's.
+inline const char* to_string(ResidualBlock b) { return b == ResidualBlock::bottleneck ? "bottleneck" : "basic"; }
 
 struct ConvNetSpec {
   std::vector<int> stage_blocks;  // blocks per stage (ResNet-50: 3, 4, 6, 3); stage i has width base_width 2^i

@@ -78,6 +78,17 @@ struct ModelSpec {
   bool next_sentence = true;
 };
 
+// The one name tables of the model's enums: the scenario's words and the report's.
+inline const char* to_string(ModelSpec::Ffn f) { return f == ModelSpec::Ffn::swiglu ? "swiglu" : "gelu"; }
+inline const char* to_string(ModelSpec::Architecture a) {
+  switch (a) {
+    case ModelSpec::Architecture::encoder: return "encoder";
+    case ModelSpec::Architecture::encoder_decoder: return "encoder_decoder";
+    case ModelSpec::Architecture::decoder: break;
+  }
+  return "decoder";
+}
+
 // fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision ("layerwise"); apex_o1,
 // apex_o2: APEX's autocast and almost-all-half modes (MoDa plans; models/precision.hpp has the
 // table); fp16: Megatron-LM's mixed precision (GEMMs and activations in fp16, fp32 master

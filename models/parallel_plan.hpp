@@ -121,4 +121,9 @@ struct ParallelPlan {
   }
 };
 
+// The attention core's one name table: the scenario's "attention" and the report's.
+inline const char* to_string(ParallelPlan::Attention a) {
+  return a == ParallelPlan::Attention::flash ? "flash" : "standard";
+}
+
 }  // namespace exasim

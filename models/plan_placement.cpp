@@ -47,13 +47,13 @@ int PlanPlacement::rank_of(const RankCoords& c) const {
   return c.tensor * strides[0] + c.data * strides[1] + c.pipeline * strides[2] + c.context * strides[3];
 }
 
-PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
-  PlanPlacement pl;
-  pl.sizes = {plan.tensor, plan.data, plan.pipeline, plan.context};
-  const int N = plan.devices();  // checked: throws past a 32-bit rank count, before any rank is placed
+namespace {
+// The strides of each dimension in the placement order (context after tensor unless listed);
+// returns whether "expert" is listed after "data" (the replicas of the same experts are neighbours).
+bool place_strides(const ParallelPlan& plan, PlanPlacement& pl) {
   std::array<int, 4> seen{};
   int stride = 1;
-  bool experts_outer = false;  // "expert" listed after "data": the replicas of the same experts are neighbours
+  bool experts_outer = false;
   bool data_seen = false;
   std::vector<ParallelDim> order = plan.placement;
   if (std::find(order.begin(), order.end(), ParallelDim::context) == order.end()) {
@@ -73,12 +73,16 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   }
   for (int i = 0; i < 3; ++i)
     if (!seen[i]) throw std::invalid_argument("placement: must list tensor, data and pipeline");
-  const int C = plan.context;
+  return experts_outer;
+}
+
+// Every rank's coordinates, and its node, program and class (its pipeline stage).
+void place_ranks(const ParallelPlan& plan, int N, PlanPlacement& pl, Workload& w) {
   pl.coords.resize(N);
   for (int t = 0; t < plan.tensor; ++t)
     for (int d = 0; d < plan.data; ++d)
       for (int p = 0; p < plan.pipeline; ++p)
-        for (int c = 0; c < C; ++c) {
+        for (int c = 0; c < plan.context; ++c) {
           const RankCoords rc{t, d, p, c};
           pl.coords[pl.rank_of(rc)] = rc;
         }
@@ -91,9 +95,13 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
     w.program_of_rank[r] = pl.coords[r].pipeline;
     w.class_of_rank[r] = pl.coords[r].pipeline;
   }
-  // "dp": one group per (tensor, stage) over data x context (Megatron-Core's data-and-context
-  // group: context ranks hold the same weights); "cp": one per (tensor, data, stage); "pp": one
-  // per (tensor, context, data).
+}
+
+// "dp": one group per (tensor, stage) over data x context (Megatron-Core's data-and-context
+// group: context ranks hold the same weights); "cp": one per (tensor, data, stage); "pp": one
+// per (tensor, context, data).
+void add_data_context_pipeline_groups(const ParallelPlan& plan, const PlanPlacement& pl, Workload& w) {
+  const int C = plan.context;
   GroupTable dp, cp, pp;
   for (int p = 0; p < plan.pipeline; ++p)
     for (int t = 0; t < plan.tensor; ++t) {
@@ -114,17 +122,20 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
         for (int p = 0; p < plan.pipeline; ++p) m.push_back(pl.rank_of({t, d, p, c}));
         pp.members.push_back(std::move(m));
       }
-  dp.index(N);
-  cp.index(N);
-  pp.index(N);
+  dp.index(w.rank_count);
+  cp.index(w.rank_count);
+  pp.index(w.rank_count);
   w.groups["dp"] = std::move(dp);
   w.groups["cp"] = std::move(cp);
   w.groups["pp"] = std::move(pp);
-  // Expert parallelism inside the data dimension: "ep" groups the replicas that exchange tokens,
-  // "expert_dp" the replicas that hold the same experts (they reduce the experts' gradients).
-  // By default (or "expert" before "data") an ep group is `expert` consecutive replicas; with
-  // "expert" after "data" the replicas of the same experts are consecutive and an ep group is
-  // strided across them (BaGuaLu's MoDa: expert replicas inside a supernode, all-to-all across).
+}
+
+// Expert parallelism inside the data dimension: "ep" groups the replicas that exchange tokens,
+// "expert_dp" the replicas that hold the same experts (they reduce the experts' gradients).
+// By default (or "expert" before "data") an ep group is `expert` consecutive replicas; with
+// "expert" after "data" the replicas of the same experts are consecutive and an ep group is
+// strided across them (BaGuaLu's MoDa: expert replicas inside a supernode, all-to-all across).
+void add_expert_groups(const ParallelPlan& plan, const PlanPlacement& pl, bool experts_outer, Workload& w) {
   if (plan.expert < 1 || plan.data % plan.expert != 0)
     throw std::invalid_argument("placement: expert_parallel must divide data_parallel");
   const int replicas = plan.data / plan.expert;
@@ -132,7 +143,7 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
   GroupTable ep, edp;
   for (int p = 0; p < plan.pipeline; ++p)
     for (int t = 0; t < plan.tensor; ++t)
-      for (int c = 0; c < C; ++c) {
+      for (int c = 0; c < plan.context; ++c) {
         for (int g = 0; g < replicas; ++g) {
           std::vector<int> m;
           for (int e = 0; e < plan.expert; ++e) m.push_back(pl.rank_of({t, data_index(g, e), p, c}));
@@ -144,19 +155,21 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
           edp.members.push_back(std::move(m));
         }
       }
-  ep.index(N);
-  edp.index(N);
+  ep.index(w.rank_count);
+  edp.index(w.rank_count);
   w.groups["ep"] = std::move(ep);
   w.groups["expert_dp"] = std::move(edp);
-  if (plan.supernode_ranks > 0) add_supernode_groups(plan, w);
-  // Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups
-  // (models/tensor_parallel.hpp).
+}
+
+// Tensor-parallel roles: within each (data, stage) tensor group, the mode's sub-groups
+// (models/tensor_parallel.hpp).
+void add_tensor_groups(const ParallelPlan& plan, const PlanPlacement& pl, Workload& w) {
   const TensorLayout layout = tensor_layout(plan);
   for (const std::string& role : tensor_group_roles(plan.tensor_mode)) {
     GroupTable g;
     for (int p = 0; p < plan.pipeline; ++p)
       for (int d = 0; d < plan.data; ++d)
-        for (int c = 0; c < C; ++c) {
+        for (int c = 0; c < plan.context; ++c) {
           std::vector<std::vector<int>> sub;
           for (int t = 0; t < plan.tensor; ++t) {
             const TensorGroupPosition pos = tensor_group_position(layout, role, t);
@@ -167,9 +180,22 @@ PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
           }
           for (auto& m : sub) g.members.push_back(std::move(m));
         }
-    g.index(N);
+    g.index(w.rank_count);
     w.groups[role] = std::move(g);
   }
+}
+}  // namespace
+
+PlanPlacement place_plan(const ParallelPlan& plan, Workload& w) {
+  PlanPlacement pl;
+  pl.sizes = {plan.tensor, plan.data, plan.pipeline, plan.context};
+  const int N = plan.devices();  // checked: throws past a 32-bit rank count, before any rank is placed
+  const bool experts_outer = place_strides(plan, pl);
+  place_ranks(plan, N, pl, w);
+  add_data_context_pipeline_groups(plan, pl, w);
+  add_expert_groups(plan, pl, experts_outer, w);
+  if (plan.supernode_ranks > 0) add_supernode_groups(plan, w);
+  add_tensor_groups(plan, pl, w);
   return pl;
 }
 

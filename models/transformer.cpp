@@ -1055,14 +1055,10 @@ TransformerWorkload build_transformer_workload(const ModelSpec& m, const Trainin
   return build_placed_transformer_workload(m, t, plan, cores_per_device);
 }
 
-TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const TrainingSpec& t,
-                                                      const ParallelPlan& plan, int cores_per_device) {
-  // (the general rules are the caller's: check_transformer_plan, or MoDa's own; the family's here)
-  if (auto problem = transformer_family_problem(m, t, plan, cores_per_device)) bad(problem->text());
-  const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
-  if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
-  TransformerWorkload out;
-  out.placement = place_plan(plan, out.workload);
+namespace {
+// The shapes, precisions and switches one stage's builder reads (Dims), from the model, the
+// training and the plan.
+Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan, const TensorLayout& layout) {
   Dims x;
   x.b = plan.micro_batch;
   x.s = t.seq_len;
@@ -1100,20 +1096,24 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   x.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
   x.flash = plan.attention == ParallelPlan::Attention::flash;
   x.dropout = m.dropout_probability();
+  return x;
+}
 
-  const int mbs = plan.micro_batches();
-  // Parameters as models/transformer_parameters.hpp counts them (Megatron's count per layer, dense
-  // or MoE, encoder or decoder; a model without a vocabulary, BaGuaLu's MoDa, has no embedding).
-  x.model = m;
-  x.cores = cores_per_device;
-  out.parameters = transformer_parameters(m, x.s);
-  if (!m.dense())
-    for (int l = 0; l < m.total_layers(); ++l) out.expert_parameters += layer_expert_parameters(m, l);
-  if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
-  // One program per stage; dropless, one per stage and distinct expert rows: device j of each
-  // expert-parallel group computes the rows its experts receive (program stage x R + row index).
+// Dropless MoE: the distinct expert-row counts of an expert-parallel group's devices, and each
+// device's (by index in its ep group) row class; one class (rows {0}) otherwise.
+struct ExpertRowPrograms {
   std::vector<double> rows{0};
-  std::vector<int> row_of_ep_index(plan.expert, 0);
+  std::vector<int> row_of_ep_index;
+};
+
+// One program per stage; dropless, one per stage and distinct expert rows: device j of each
+// expert-parallel group computes the rows its experts receive (program stage x R + row index),
+// and its ranks' program and class are set here.
+ExpertRowPrograms expert_row_programs(const ModelSpec& m, const ParallelPlan& plan, TransformerWorkload& out) {
+  ExpertRowPrograms er;
+  std::vector<double>& rows = er.rows;
+  er.row_of_ep_index.assign(plan.expert, 0);
+  std::vector<int>& row_of_ep_index = er.row_of_ep_index;
   if (!m.dense() && m.dropless()) {
     rows.clear();
     for (int j = 0; j < plan.expert; ++j) {
@@ -1132,6 +1132,33 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
       out.workload.class_of_rank[r] = p;
     }
   }
+  return er;
+}
+}  // namespace
+
+TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const TrainingSpec& t,
+                                                      const ParallelPlan& plan, int cores_per_device) {
+  // (the general rules are the caller's: check_transformer_plan, or MoDa's own; the family's here)
+  if (auto problem = transformer_family_problem(m, t, plan, cores_per_device)) bad(problem->text());
+  const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
+  if (auto why = tensor_split_problem(layout, plan.micro_batch, m.heads, m.d_model, m.d_ff, m.vocab)) bad(*why);
+  TransformerWorkload out;
+  out.placement = place_plan(plan, out.workload);
+  Dims x = transformer_dims(m, t, plan, layout);
+
+  const int mbs = plan.micro_batches();
+  // Parameters as models/transformer_parameters.hpp counts them (Megatron's count per layer, dense
+  // or MoE, encoder or decoder; a model without a vocabulary, BaGuaLu's MoDa, has no embedding).
+  x.model = m;
+  x.cores = cores_per_device;
+  out.parameters = transformer_parameters(m, x.s);
+  if (!m.dense())
+    for (int l = 0; l < m.total_layers(); ++l) out.expert_parameters += layer_expert_parameters(m, l);
+  if (!m.dense()) out.moe = moe_routing(m, x.T, plan.expert);
+  const ExpertRowPrograms er = expert_row_programs(m, plan, out);
+  const std::vector<double>& rows = er.rows;
+  const std::vector<int>& row_of_ep_index = er.row_of_ep_index;
+  const int R = static_cast<int>(rows.size());
   std::vector<int> devices_with_rows(R, 0);
   for (int j = 0; j < plan.expert; ++j) devices_with_rows[row_of_ep_index[j]]++;
   out.workload.programs.assign(plan.pipeline * R, StepGraph());

@@ -74,7 +74,7 @@ grep -q "moda-1024.json: ok$" "$tmp/check.txt" || fail "exasim check: the good f
 grep -q "plan-devices-overflow.json: refused: .*plan-devices-overflow.json: /plan: expected at most" "$tmp/check.txt" \
   || fail "exasim check: the bad file's line: $(cat "$tmp/check.txt")"
 
-# plot and report hand every argument after the subcommand, in order, to tools/plot.py.
+# plot and report hand every argument after the subcommand, in order, to tools/exasim_plot.
 printf '#!/bin/sh\nshift 2\nprintf "%%s|" "$@"\n' > "$tmp/py"
 chmod +x "$tmp/py"
 [ "$(EXASIM_PYTHON="$tmp/py" "$exe" plot --out x.png breakdown a.json --x=3 -- --help)" = "plot|--out|x.png|breakdown|a.json|--x=3|--|--help|" ] \

@@ -25,20 +25,7 @@ constexpr double kL = 2e-6;   // s per link
 // A workload of n ranks (rank r on node r, all of class 0) whose step is one collective
 // over the role "all" that holds every rank.
 Workload one_collective(int n, CollectiveKind kind, CollectiveAlgorithm algo, double bytes, int block_size = 1) {
-  Workload w;
-  w.rank_count = n;
-  GroupTable all;
-  all.members.push_back({});
-  for (int r = 0; r < n; ++r) {
-    all.members[0].push_back(r);
-    w.node_of_rank.push_back(r);
-    w.class_of_rank.push_back(0);
-  }
-  all.index(n);
-  all.block_size = block_size;
-  w.groups["all"] = all;
-  add_op(w.programs[0], Op{"coll", "coll", Phase::forward, CollectiveWork{kind, algo, "all", bytes}}, {});
-  return w;
+  return test::one_collective_workload(n, CollectiveWork{kind, algo, "all", bytes}, Phase::forward, "coll", block_size);
 }
 
 RooflineCostModel test_cost_model() {

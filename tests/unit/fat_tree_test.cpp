@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/unit/ideal_machine.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -305,21 +306,8 @@ TEST_CASE("fat tree sim: folded ring all_reduce over two nodes, classes split at
   const FatTreeNetwork net(m, Precision::fp32);
   const int n = 16;
   const double bytes = 16 * 4.0 * 1024 * 1024;
-  Workload w;
-  w.rank_count = n;
-  GroupTable all;
-  all.members.push_back({});
-  for (int r = 0; r < n; ++r) {
-    all.members[0].push_back(r);
-    w.node_of_rank.push_back(r);
-    w.class_of_rank.push_back(0);
-  }
-  all.index(n);
-  w.groups["all"] = all;
-  add_op(w.programs[0],
-         Op{"ar", "ar", Phase::optimizer,
-            CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes}},
-         {});
+  Workload w = test::one_collective_workload(
+      n, CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes}, Phase::optimizer, "ar");
   REQUIRE(split_classes_at_inner_level(w, m.devices_per_inner_level()));
   const RooflineCostModel cost(device_profile_of(m));
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});

@@ -9,6 +9,7 @@
 
 #include "sim/cost_model.hpp"
 #include "sim/network.hpp"
+#include "sim/workload.hpp"
 
 namespace exasim::test {
 
@@ -44,5 +45,26 @@ class FixedRateCostModel final : public CostModel {
  private:
   double rate_flops_per_s_;
 };
+
+// The one-collective workload the collective tests share: n ranks (rank r on node r, all of class
+// 0), one group "all" holding every rank (its members in blocks of block_size), and one op `name`
+// in `phase` whose work is `work` (its role "all").
+inline Workload one_collective_workload(int n, const CollectiveWork& work, Phase phase = Phase::forward,
+                                        const std::string& name = "coll", int block_size = 1) {
+  Workload w;
+  w.rank_count = n;
+  GroupTable all;
+  all.members.push_back({});
+  for (int r = 0; r < n; ++r) {
+    all.members[0].push_back(r);
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(0);
+  }
+  all.index(n);
+  all.block_size = block_size;
+  w.groups["all"] = all;
+  add_op(w.programs[0], Op{name, name, phase, work}, {});
+  return w;
+}
 
 }  // namespace exasim::test

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tests/unit/ideal_machine.hpp"
 #include "sim/analytic.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
@@ -55,22 +56,9 @@ MachineSpec cluster(int nodes, int gpus, int gpus_per_nic = 1) {
 // One ring all-reduce over every GPU (rank r on GPU r), ranks in one class split at the node as
 // `run` does, the multi-ring adopted when `adopt`.
 Workload one_all_reduce(const FatTreeNetwork& net, const MachineSpec& m, double bytes, bool adopt) {
-  Workload w;
-  const int n = net.node_count();
-  w.rank_count = n;
-  GroupTable all;
-  all.members.push_back({});
-  for (int r = 0; r < n; ++r) {
-    all.members[0].push_back(r);
-    w.node_of_rank.push_back(r);
-    w.class_of_rank.push_back(0);
-  }
-  all.index(n);
-  w.groups["all"] = all;
-  add_op(w.programs[0],
-         Op{"ar", "ar", Phase::optimizer,
-            CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes}},
-         {});
+  Workload w = test::one_collective_workload(
+      net.node_count(), CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes},
+      Phase::optimizer, "ar");
   split_classes_at_inner_level(w, m.devices_per_inner_level());
   if (adopt) CHECK(adopt_multi_ring_collectives(w, net) == 1);
   return w;

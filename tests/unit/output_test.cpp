@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "app/output.hpp"
+#include "sim/files.hpp"
 
 using namespace exasim;
 namespace fs = std::filesystem;

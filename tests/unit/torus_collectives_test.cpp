@@ -19,6 +19,7 @@
 #include <iostream>
 #include <vector>
 
+#include "tests/unit/ideal_machine.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -52,20 +53,7 @@ MachineSpec torus(int x, int y) {
 // Every chip one rank of one group "all" (rank r on chip r), all of one class, and one
 // collective; the torus collectives adopted as `run` does.
 Workload one_collective(const TorusNetwork& net, CollectiveKind kind, double bytes) {
-  Workload w;
-  const int n = net.node_count();
-  w.rank_count = n;
-  GroupTable all;
-  all.members.push_back({});
-  for (int r = 0; r < n; ++r) {
-    all.members[0].push_back(r);
-    w.node_of_rank.push_back(r);
-    w.class_of_rank.push_back(0);
-  }
-  all.index(n);
-  w.groups["all"] = all;
-  add_op(w.programs[0], Op{"coll", "coll", Phase::forward, CollectiveWork{kind, CollectiveAlgorithm::ring, "all", bytes}},
-         {});
+  Workload w = test::one_collective_workload(net.node_count(), CollectiveWork{kind, CollectiveAlgorithm::ring, "all", bytes});
   adopt_torus_collectives(w, net);
   return w;
 }

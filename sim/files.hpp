@@ -1,3 +1,7 @@
+// Files in and out, one way each (every layer above sim/ uses these, none has its own).
+//
+// A file is read whole, or the reason it cannot be is returned (read_text_file).
+//
 // Output files are written whole or not at all: each goes to a temporary name unique to this
 // process (so that two runs into one folder never share one), and every file of a command is
 // renamed into place only after all of them have been written. A failure removes the temporary
@@ -22,9 +26,14 @@ struct OutputFile {
   std::string content;
 };
 
+// Reads the whole file at `path` into `text`. Returns "" when it did, else why it could not, in
+// words for an error message: "it is a directory", the OS error (strerror) or "read error".
+std::string read_text_file(const std::string& path, std::string& text);
+
 // Writes every file to a unique temporary name beside its final path, then renames them all into
-// place. Throws OutputError; on a failure before the renames, no final file is touched.
-void write_outputs(const std::vector<OutputFile>& files);
+// place. Throws OutputError; on a failure before the renames, no final file is touched. With
+// `sync_to_disk`, each file's data reaches the disk (fsync) before its rename.
+void write_outputs(const std::vector<OutputFile>& files, bool sync_to_disk = false);
 
 // The same for (relative name, content) pairs in one folder.
 void write_files_atomically(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files);

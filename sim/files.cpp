@@ -1,4 +1,4 @@
-#include "app/output.hpp"
+#include "sim/files.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace exasim {
 
@@ -49,12 +51,13 @@ void write_all(int fd, const std::string& data, const fs::path& tmp) {
   }
 }
 
-// Writes one file's content to its temporary name; returns that name.
-fs::path stage(const OutputFile& f) {
+// Writes one file's content to its temporary name (synced to disk when asked); returns that name.
+fs::path stage(const OutputFile& f, bool sync_to_disk) {
   fs::path tmp;
   const int fd = open_unique_temporary(fs::path(f.path), tmp);
   try {
     write_all(fd, f.content, tmp);
+    if (sync_to_disk && ::fsync(fd) != 0) throw OutputError("cannot write '" + tmp.string() + "': " + os_error(errno));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -70,12 +73,24 @@ fs::path stage(const OutputFile& f) {
 
 }  // namespace
 
-void write_outputs(const std::vector<OutputFile>& files) {
+std::string read_text_file(const std::string& path, std::string& text) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return "it is a directory";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return os_error(errno);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return "read error";
+  text = ss.str();
+  return "";
+}
+
+void write_outputs(const std::vector<OutputFile>& files, bool sync_to_disk) {
   for (const OutputFile& f : files) check_writable_file(f.path);  // what rename would refuse, refused first
   for (const OutputFile& f : files) create_dir(fs::path(f.path).parent_path());
   std::vector<fs::path> staged;
   try {
-    for (const OutputFile& f : files) staged.push_back(stage(f));
+    for (const OutputFile& f : files) staged.push_back(stage(f, sync_to_disk));
   } catch (...) {
     for (const fs::path& tmp : staged) ::unlink(tmp.c_str());
     throw;

@@ -1,0 +1,25 @@
+// What each machine family adds to a run beyond its network (topologies/network_factory.hpp): the
+// report's machine object, the class split of its ranks and its own collective algorithms. A new
+// family adds its case here and in make_network; app/ calls these and names no family.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "sim/network.hpp"
+#include "sim/workload.hpp"
+#include "topologies/machine_spec.hpp"
+
+namespace exasim {
+
+// The report's "machine" object: name, family, devices, device word and the family's own fields.
+nlohmann::json machine_report_json(const MachineSpec& m);
+
+// Splits the ranks' classes where the family's inner level sets ranks apart (a GPU node: whether a
+// ring neighbour shares the rank's NVLink); other families leave them as they are.
+void split_classes_for_family(Workload& w, const MachineSpec& m);
+
+// The family's own collective algorithms, adopted as its hardware and libraries run them: a torus's
+// 2-D algorithms and simultaneous all-to-alls, a GPU cluster's NCCL multi-ring. `net` is the
+// network make_network built for `m`.
+void adopt_family_collectives(Workload& w, const Network& net, const MachineSpec& m);
+
+}  // namespace exasim
