@@ -1,6 +1,8 @@
 #include "sim/folding.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -14,6 +16,14 @@ int folding_class(const Workload& w, int rank) { return w.class_of_rank.at(rank)
 
 int Folding::slot_standing_for(const Workload& w, int rank) const {
   return fidelity == Fidelity::exhaustive ? rank_slot.at(rank) : slot_of_class.at(folding_class(w, rank));
+}
+
+int FoldedDomain::weight(int slot, const FoldedDomain& source) const {
+  if (!weighted) return 1;
+  auto it = ranks_of_slot.find(slot);
+  const int n = it != ranks_of_slot.end() ? it->second : source.ranks_of_slot.at(slot);
+  const long w = std::lround(static_cast<double>(n) / per);
+  return static_cast<int>(std::clamp(w, 1L, static_cast<long>(kMaxFoldedWeight)));
 }
 
 namespace {
@@ -42,6 +52,20 @@ void choose_representatives(const Workload& w, Folding& f) {
   f.slot_of_class.insert(rep_of_class.begin(), rep_of_class.end());
 }
 
+// The capacity divisor and each class's weight in a domain holding `byclass` (class -> ranks).
+std::pair<int, std::vector<std::pair<int, int>>> domain_weights(const std::map<int, int>& byclass) {
+  int g = 0, largest = 0;
+  for (auto& [cls, n] : byclass) {
+    g = std::gcd(g, n);
+    largest = std::max(largest, n);
+  }
+  const int per = largest / g <= kMaxFoldedWeight ? g : (largest + kMaxFoldedWeight - 1) / kMaxFoldedWeight;
+  std::vector<std::pair<int, int>> weights;
+  for (auto& [cls, n] : byclass)
+    weights.emplace_back(cls, std::max(1, static_cast<int>(std::lround(static_cast<double>(n) / per))));
+  return {per, std::move(weights)};
+}
+
 // See the top of folding.hpp.
 void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
   const auto& kinds = net.link_kinds();
@@ -51,20 +75,20 @@ void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
     std::map<int, std::map<int, int>> hist;  // domain -> class -> count
     for (int r = 0; r < w.rank_count; ++r)
       hist[net.domain_of(static_cast<int>(k), w.node_of_rank[r])][folding_class(w, r)]++;
-    // (classes, largest count, bandwidth factor) -> folded link
-    std::map<std::tuple<std::vector<int>, int, double>, int> instance_of;
+    // (class weights, capacity divisor, bandwidth factor) -> folded link
+    std::map<std::tuple<std::vector<std::pair<int, int>>, int, double>, int> instance_of;
     for (auto& [dom, byclass] : hist) {
-      int per = 0;
-      std::vector<int> classes;
-      for (auto& [cls, n] : byclass) {
-        per = std::max(per, n);
-        classes.push_back(cls);
-      }
-      const double factor = net.bandwidth_factor(static_cast<int>(k), dom);
-      auto key = std::make_tuple(std::move(classes), per, factor);
+      auto [per, weights] = domain_weights(byclass);
+      FoldedDomain d;
+      d.per = per;
+      d.bandwidth_factor = net.bandwidth_factor(static_cast<int>(k), dom);
+      for (auto& [cls, wt] : weights) d.weighted = d.weighted || wt != 1;
+      for (auto& [cls, n] : byclass) d.ranks_of_slot[f.slot_of_class.at(cls)] = n;
+      auto key = std::make_tuple(std::move(weights), per, d.bandwidth_factor);
       auto it = instance_of.find(key);
       if (it == instance_of.end()) it = instance_of.emplace(key, static_cast<int>(instance_of.size())).first;
-      f.domain[k][dom] = FoldedDomain{it->second, per, factor};
+      d.instance = it->second;
+      f.domain[k][dom] = std::move(d);
     }
   }
 }

@@ -14,12 +14,12 @@ PathMap::PathMap(const Network& net, const Folding& folding) : net_(net), foldin
   }
 }
 
-int PathMap::link_id(int kind, int instance, double bandwidth_Bps) {
+int PathMap::link_id(int kind, int instance, double bandwidth_Bps, bool latency_in_delay) {
   const uint64_t key = (uint64_t(uint32_t(kind)) << 32) | uint32_t(instance);
   auto it = link_index_.find(key);
   if (it != link_index_.end()) return it->second;
   const auto& lk = net_.link_kinds().at(kind);
-  links_.push_back({lk.name + "#" + std::to_string(instance), bandwidth_Bps, lk.latency_s});
+  links_.push_back({lk.name + "#" + std::to_string(instance), bandwidth_Bps, latency_in_delay ? 0.0 : lk.latency_s});
   const int id = static_cast<int>(links_.size()) - 1;
   link_index_[key] = id;
   return id;
@@ -32,6 +32,7 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
   std::vector<int> out;
   out.reserve(p.size());
   const auto& kinds = net_.link_kinds();
+  double hidden_s = 0;  // the latency of weighted folded links, which SimGrid does not see
   for (const LinkRef& l : p) {
     const LinkKind& k = kinds.at(l.kind);
     if (folding_.fidelity == Fidelity::exhaustive)
@@ -44,10 +45,20 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
       if (it == domains.end())
         throw std::runtime_error("folded fidelity: a flow crosses " + k.name + " of domain " +
                                  std::to_string(l.instance) + ", which holds no rank");
-      out.push_back(link_id(l.kind, it->second.instance, k.bandwidth_Bps * it->second.bandwidth_factor / it->second.per));
+      const FoldedDomain& d = it->second;
+      const int id = link_id(l.kind, d.instance, k.bandwidth_Bps * d.bandwidth_factor / d.per, d.weighted);
+      const FoldedDomain& source = d.weighted ? domains.at(net_.domain_of(l.kind, src_node)) : d;
+      out.insert(out.end(), static_cast<size_t>(d.weight(slot, source)), id);  // its weight: see folding.hpp
+      if (d.weighted) hidden_s += k.latency_s;
     }
   }
+  if (hidden_s > 0) hidden_latency_s_[out] = hidden_s;
   return out;
+}
+
+double PathMap::hidden_latency_s(const std::vector<int>& route) const {
+  auto it = hidden_latency_s_.find(route);
+  return it == hidden_latency_s_.end() ? 0.0 : it->second;
 }
 
 int PathMap::route_id(int slot, int src_node, int dst_node) {
@@ -72,7 +83,7 @@ int PathMap::endpoint_for_node(int node) {
 double PathMap::route_latency_s(const std::vector<int>& links) const {
   double s = 0;
   for (int l : links) s += links_[l].latency_s;
-  return s;
+  return s + hidden_latency_s(links);
 }
 
 std::pair<int, int> PathMap::exhaustive_endpoints(int slot, int src_node, int dst_node) {

@@ -6,9 +6,9 @@
 //  * folded: a representative's flow is routed over the real path mapped onto the folded
 //    platform: node-private links map to the representative's own links (in a symmetric
 //    pattern a rank receives what it sends: the "mirror"), shared links map to the folded
-//    link of their domain (see folding.hpp), whose capacity is divided by the number of ranks
-//    each representative stands for there. The flow goes from the representative's endpoint
-//    to a sink of its route.
+//    link of their domain (see folding.hpp), whose capacity is divided by the domain's divisor,
+//    listed once per unit of the representative's weight there (a route may list a link
+//    several times). The flow goes from the representative's endpoint to a sink of its route.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -40,7 +40,11 @@ class PathMap {
   // every exchange, and its sends fold onto a handful of routes.
   int route_id(int slot, int src_node, int dst_node);
   const std::vector<int>& route(int id) const { return interned_routes_[id]; }
+  // The route's latency: its links' in SimGrid, plus its hidden latency.
   double route_latency_s(const std::vector<int>& links) const;
+  // Folded: the latency of the route's weighted folded links (folding.hpp), which list it once
+  // per unit of weight and so carry none in SimGrid: the flow waits it as a delay instead.
+  double hidden_latency_s(const std::vector<int>& route) const;
 
   // Exhaustive: the endpoints of a flow between two nodes, its route registered.
   std::pair<int, int> exhaustive_endpoints(int slot, int src_node, int dst_node);
@@ -53,7 +57,7 @@ class PathMap {
   const std::map<std::pair<int, int>, std::vector<int>>& routes() const { return routes_; }
 
  private:
-  int link_id(int kind, int instance, double bandwidth_Bps);
+  int link_id(int kind, int instance, double bandwidth_Bps, bool latency_in_delay = false);
   int endpoint_for_node(int node);
 
   const Network& net_;
@@ -68,6 +72,7 @@ class PathMap {
   std::vector<std::vector<int>> interned_routes_;       // id -> route
   std::map<std::pair<int, int>, std::vector<int>> routes_;
   std::vector<int> slot_endpoint_;
+  std::map<std::vector<int>, double> hidden_latency_s_;  // route -> its hidden latency (when any)
 };
 
 }  // namespace exasim

@@ -38,7 +38,7 @@ int Replay::flow_task(int src_ep, int dst_ep, double bytes, double delay_s) {
 // A flow from a representative over a mapped route, to the sink of that route (folded).
 int Replay::folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s) {
   const auto [src_ep, dst_ep] = paths_.folded_endpoints(slot, route);
-  return flow_task(src_ep, dst_ep, bytes, delay_s);
+  return flow_task(src_ep, dst_ep, bytes, delay_s + paths_.hidden_latency_s(route));
 }
 
 // True when every two compute ops of the program are ordered by the graph, so that a rank

@@ -81,11 +81,46 @@ TEST_CASE("folding: domains holding the same classes alike share one folded link
   CHECK(f.domain[1].at(2).per == 4);
 }
 
-TEST_CASE("folding: a domain holding its classes unequally folds with its largest count") {
+TEST_CASE("folding: a domain holding its classes unequally weighs each representative's flow by its class's ranks") {
+  // Class 0 holds 3 ranks, class 1 one: the link runs at B / gcd(3, 1) = B, class 0's flow counts
+  // 3 times on it, class 1's once: with all four ranks sending, each gets B / 4 as the real ones.
   const Domains net(4, 4);
   const Workload w = ranks_with_classes({0, 0, 0, 1});
   const Folding f = fold_ranks(w, net, Fidelity::folded);
-  CHECK(f.domain[1].at(0).per == 3);
+  const FoldedDomain& d = f.domain[1].at(0);
+  CHECK(d.per == 1);
+  CHECK(d.weighted);
+  CHECK(d.weight(f.slot_of_class.at(0), d) == 3);
+  CHECK(d.weight(f.slot_of_class.at(1), d) == 1);
+}
+
+TEST_CASE("folding: classes in proportion 2:6 fold at B / 2 with weights 1 and 3; equal classes keep weight 1") {
+  const Domains net(16, 8);
+  const Workload w = ranks_with_classes({0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3});
+  const Folding f = fold_ranks(w, net, Fidelity::folded);
+  const FoldedDomain& a = f.domain[1].at(0);
+  const FoldedDomain& b = f.domain[1].at(1);
+  CHECK(a.per == 2);
+  CHECK(a.weight(f.slot_of_class.at(0), a) == 1);
+  CHECK(a.weight(f.slot_of_class.at(1), a) == 3);
+  CHECK(b.per == 4);
+  CHECK_FALSE(b.weighted);
+  CHECK(b.weight(f.slot_of_class.at(2), b) == 1);
+  // a flow of class 2 into domain 0 counts for class 2's ranks in its own domain: 4 / 2
+  CHECK(a.weight(f.slot_of_class.at(2), b) == 2);
+}
+
+TEST_CASE("folding: beyond kMaxFoldedWeight a domain's counts are scaled") {
+  // 127 ranks of class 0 and one of class 1: q = ceil(127 / 64) = 2, weights round(63.5) = 64 and 1.
+  std::vector<int> classes(128, 0);
+  classes.back() = 1;
+  const Domains net(128, 128);
+  const Workload w = ranks_with_classes(classes);
+  const Folding f = fold_ranks(w, net, Fidelity::folded);
+  const FoldedDomain& d = f.domain[1].at(0);
+  CHECK(d.per == 2);
+  CHECK(d.weight(f.slot_of_class.at(0), d) == 64);
+  CHECK(d.weight(f.slot_of_class.at(1), d) == 1);
 }
 
 TEST_CASE("folding: a class mixing programs is refused, naming both ranks") {

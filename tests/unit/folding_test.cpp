@@ -288,27 +288,46 @@ TEST_CASE("folding: moda 256 nodes with ParO and the direct all_to_all matches e
 // Stragglers (topologies/faults.hpp) keep folding's speed: the straggler's class and the classes
 // of the ranks that share a group with it are simulated, the rest stay folded, and the step
 // still agrees with the exhaustive one.
-// KNOWN GAP (measured on resil2's final commit): folded is pessimistic with slowed ranks (one
-// straggler at 2x: +17.9 %; two at 1.5x with links 2x on 256 nodes: +27.7 %; one uplink at half
-// bandwidth: +10.9 %), against the 2 % target. Likely cause: a folded link inside a supernode
-// holding classes of unequal size gets B / (largest class), shared by all representatives, so a
-// straggler's class of 1 sees about B/24 where it has B/16. Each case holds its measured gap
-// (bound just above it) until the capacity rule is fixed.
-TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (20 %)") {
+// Before weighted folded links (folding.hpp) folded was pessimistic with slowed ranks (one
+// straggler at 2x: +17.9 %; two at 1.5x with links 2x on 256 nodes: +27.7 %): a supernode's
+// folded link holding classes of unequal size ran at B / (largest class) shared by every
+// representative, so a class of one saw about B / 30 where it has B / 16. Measured by giving each
+// representative's flow the weight of its class's ranks on the link: +17.9 % -> -3.44 % and
+// +27.7 % -> +0.31 %.
+// KNOWN GAP (measured): one straggler at 2x on 64 nodes, folded -3.44 % (bound 4 %, target 2 %).
+// Measured per op: folded is optimistic in the ring collectives after the straggler's late
+// compute (shared_grad_reduce_scatter of its group 92 us folded against 148-176 us exhaustive,
+// rank 0's shared_grad_all_reduce 39 us against 99-120 us). A folded collective waits for a
+// slowed class's representative only at its start; exhaustively each ring step waits for the
+// data of the neighbour that is late, so the straggler's lateness propagates step by step
+// through the ring and into the collectives that follow it.
+TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (4 %)") {
   Scenario s = scenario(64, 8, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {21};
   s.stragglers.compute_factor = 2;
-  compare_fidelities(s, 0.20);
+  compare_fidelities(s, 0.04);
 }
 
-TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 2 stays within its known gap (30 %)") {
+TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 2 matches exhaustive") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {5, 170};
   s.stragglers.compute_factor = 1.5;
   s.stragglers.link_factor = 2;
-  compare_fidelities(s, 0.30);
+  compare_fidelities(s);
 }
 
+// KNOWN GAP (measured): folded +10.87 %, unchanged by the weights (bound 12 %, target 2 %): the
+// degraded uplink's supernode holds its classes equally, so its folded link is unweighted.
+// Measured per op (rank 0 and rank 96, the first of supernode 6): every dispatch/combine
+// all-to-all takes 201.9 us folded against 177.2 us exhaustive (161-165 us without the fault),
+// and shared_grad_all_reduce 205 us against 143-150 us; these account for the gap. Cause: a
+// folded link carries a class's flows as if every member of the class in the domain crossed it
+// at the representative's step; in the pairwise all-to-all over a group spanning two supernodes,
+// at shift k only the members whose peer lies in the other supernode cross the uplink, so the
+// real uplink is shared by fewer flows at most steps. Without the fault the NIC, not the uplink,
+// is the bottleneck and the assumption costs nothing. Closing it needs per-step weights (the
+// class members in the domain whose step-k flow crosses the link), not per-class ones.
+// (The sync of folded collectives with slowed classes is not the cause: without it +11.1 %.)
 TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth stays within its known gap (12 %)") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise);
   LinkFaultSpec l;
@@ -317,4 +336,16 @@ TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth sta
   l.bandwidth_factor = 0.5;
   s.links = {l};
   compare_fidelities(s, 0.12);
+}
+
+// KNOWN GAP (measured): the direct all-to-all (every pair's flow posted at once) with two
+// stragglers at 1.5x on 256 nodes: folded +14.2 % (bound 16 %, target 2 %); it was +123 % with
+// one divisor per folded link (3.604 ms folded against 1.612 ms exhaustive). Cause not yet
+// measured per op; the uplink case's (a class's flows weighed as if every member crossed each
+// link at once) is the likely one, as a direct exchange's flows to other supernodes are many.
+TEST_CASE("folding: moda 256 nodes direct all_to_all with two stragglers at 1.5 stays within its known gap (16 %)") {
+  Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::direct);
+  s.stragglers.nodes = {5, 170};
+  s.stragglers.compute_factor = 1.5;
+  compare_fidelities(s, 0.16);
 }
