@@ -77,7 +77,23 @@ struct ConvNetWorkload {
 struct ConvNetDevice {
   int cores = 1;
   bool implicit_gemm_convolution = false;
+  // The device memory's array tiles (0: not described): one dimension of a core's feature maps
+  // padded to whole `tile_sublanes`, another to whole `tile_lanes` (a TPU: 8 x 128).
+  int tile_sublanes = 0;
+  int tile_lanes = 0;
 };
+
+// A core's b images of feature maps with C channels as the device lays them out in memory: the
+// channels and the images are the two tiled dimensions, one padded to whole lanes and the other
+// to whole sublanes, whichever assignment pads less (XLA's TPU layouts for convolutions: channels
+// to 128 and the batch to 8, or the batch to 128 and the channels to 8): `images` is b and
+// `channels` is C as padded; their product over b C is the factor the maps' bytes grow by (a
+// pixel's values of all images and channels are one tile row block). Without tiles, b and C.
+struct TiledMaps {
+  double images = 0;
+  double channels = 0;
+};
+TiledMaps tiled_maps(double images_per_core, int channels, const ConvNetDevice& device);
 
 // The plan: data_parallel replicas (one per device), global_batch images, zero_stage 0 or 1
 // (weight-update sharding), batch_norm_group. Throws std::invalid_argument for a plan the model cannot take (tensor, pipeline
