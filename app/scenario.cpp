@@ -474,7 +474,8 @@ void read_sources(const Reader& r, const json& obj, const std::string& path) {
   }
 }
 
-// The device's compiler: {"name", "fuses_elementwise", "convolution": "im2col" | "implicit_gemm"}.
+// The device's compiler: {"name", "fuses_elementwise", "convolution": "im2col" | "implicit_gemm" |
+// "window_taps"}.
 void read_compiler(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   const json* c = Reader::find(d, "compiler");
   if (!c) return;
@@ -483,7 +484,9 @@ void read_compiler(const Reader& r, const json& d, const std::string& path, Mach
   r.check_keys(*c, p, {"name", "fuses_elementwise", "convolution"});
   s.compiler_name = r.required_string(*c, p, "name");
   s.fuses_elementwise = r.required_annotated_bool(*c, p, "fuses_elementwise");
-  s.implicit_gemm_convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm"}, -1) == 1;
+  const int convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm", "window_taps"}, -1);
+  s.implicit_gemm_convolution = convolution >= 1;
+  s.window_tap_convolution = convolution == 2;
 }
 
 // The device's systolic matrix unit: {"rows", "columns"} (a TPU v3 MXU: 128 x 128).

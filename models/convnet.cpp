@@ -68,7 +68,7 @@ class LayerList {
  private:
   void window(CnnOp op, const std::string& name, int out, int k, int stride) {
     const int out_size = (size_ + stride - 1) / stride;
-    layers_.push_back({op, name, channels_, out, size_, out_size, k, stride, false});
+    layers_.push_back({op, name, channels_, out, size_, out_size, k, stride, false, layers_.empty()});
     channels_ = out;
     size_ = out_size;
   }
@@ -156,7 +156,7 @@ class ConvNetGraph {
     switch (l.op) {
       case CnnOp::conv:
         if (patches(l)) last_ = window(n + ".im2col", "im2col", Phase::forward, Kernel::im2col, l);
-        last_ = b_.gemm(n + ".gemm", "conv", Phase::forward, p_, p_, conv_gemm(l), last_);
+        last_ = conv_pass(n + ".gemm", "conv", Phase::forward, conv_gemm(l), l);
         break;
       case CnnOp::batch_norm:  // statistics, their all-reduce over the group, normalise and ReLU
         last_ = bn_pass(n + ".statistics", "batch_norm", Phase::forward, BatchNormPass::statistics, l);
@@ -186,13 +186,13 @@ class ConvNetGraph {
         const KernelShape f = conv_gemm(l);
         const bool im2col = patches(l);
         if (!first_layer) {  // the image needs no gradient
-          last_ = b_.gemm(n + ".dgrad", "conv.dgrad", Phase::backward, p_, p_,
-                          gemm_shape(f.dims[0], f.dims[2], f.dims[1], f.batch), last_);
+          last_ = conv_pass(n + ".dgrad", "conv.dgrad", Phase::backward, gemm_shape(f.dims[0], f.dims[2], f.dims[1], f.batch),
+                            l);
           if (im2col) last_ = window(n + ".col2im", "col2im", Phase::backward, Kernel::im2col, l);
         }
         if (im2col) last_ = window(n + ".im2col", "im2col", Phase::backward, Kernel::im2col, l);
-        last_ = b_.gemm(n + ".wgrad", "conv.wgrad", Phase::backward, p_, p_,
-                        gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch), last_);
+        last_ = conv_pass(n + ".wgrad", "conv.wgrad", Phase::backward, gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch),
+                          l);
         break;
       }
       case CnnOp::batch_norm:
@@ -230,16 +230,29 @@ class ConvNetGraph {
   }
 
   double executed_flops() const { return b_.executed_flops(); }
-  double model_flops() const { return b_.model_flops(); }
+  double model_flops() const { return b_.model_flops() - padding_flops_; }
 
  private:
   // Whether the convolution gathers its windows into a patch matrix: an im2col convolution whose
   // window is not a single stride-1 pixel.
   bool patches(const CnnLayer& l) const { return im2col_ && (l.kernel > 1 || l.stride > 1); }
-  // One core's im2col GEMM: its images' output pixels x C_out x k^2 C_in, `cores` of them.
+  // One core's im2col GEMM: its images' output pixels x C_out x k^2 C_in, `cores` of them. Per
+  // window tap (ConvNetDevice::window_taps): pixels x C_out x C_in, k^2 taps per core; a
+  // space-to-depth convolution: pixels x C_out x s^2 C_in, ceil(k / s)^2 taps per core.
   KernelShape conv_gemm(const CnnLayer& l) const {
-    return gemm_shape(images_ / cores_ * l.out_pixels(), l.out_channels, double(l.in_channels) * l.kernel * l.kernel,
-                      cores_);
+    const double pixels = images_ / cores_ * l.out_pixels(), window = double(l.kernel) * l.kernel;
+    if (!device_.window_taps) return gemm_shape(pixels, l.out_channels, l.in_channels * window, cores_);
+    if (!space_to_depth(l)) return gemm_shape(pixels, l.out_channels, l.in_channels, cores_ * window);
+    const double side = std::ceil(double(l.kernel) / l.stride), block = double(l.stride) * l.stride;
+    return gemm_shape(pixels, l.out_channels, l.in_channels * block, cores_ * side * side);
+  }
+  // The first stride-2 convolution on the images, on a window-tap device.
+  bool space_to_depth(const CnnLayer& l) const { return device_.window_taps && l.reads_images && l.stride == 2; }
+  // One of a convolution's GEMMs; a space-to-depth one's zero taps are executed, not model FLOPs.
+  long conv_pass(const std::string& name, const std::string& label, Phase ph, const KernelShape& s, const CnnLayer& l) {
+    if (space_to_depth(l))
+      padding_flops_ += nominal_work(Kernel::gemm, s, p_).flops - 2.0 * images_ * l.macs_per_image();
+    return b_.gemm(name, label, ph, p_, p_, s, last_);
   }
   long memory(const std::string& name, const std::string& label, Phase ph, Kernel k, KernelShape s) {
     const NominalWork w = nominal_work(k, s, p_);
@@ -279,6 +292,7 @@ class ConvNetGraph {
   ConvNetDevice device_;
   Precision p_;
   bool dbn_;
+  double padding_flops_ = 0;  // space-to-depth's zero taps
   long last_ = -1;
 };
 

@@ -183,3 +183,38 @@ TEST_CASE("on a tiled device the 64-channel maps' memory-bound passes move twice
   CHECK(bytes(gb, "s1b0.bn3.fwd.normalise") == bytes(ga, "s1b0.bn3.fwd.normalise"));
   CHECK(a.model_flops == b.model_flops);
 }
+
+TEST_CASE("window-tap convolutions: a GEMM per tap over C_in; the stem on space-to-depth images") {
+  const ParallelPlan plan = data_parallel(4, 256);  // 64 images per device, 32 per core
+  ConvNetDevice taps{2, true};
+  taps.window_taps = true;
+  const ConvNetWorkload a = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2, true});
+  const ConvNetWorkload b = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, taps);
+  auto shape = [](const StepGraph& g, const std::string& name) {
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (g[v].name == name) return std::get<ComputeWork>(g[v].work).shape;
+    return KernelShape{};
+  };
+  const StepGraph& g = b.workload.programs[0];
+  // a 3 x 3 convolution 64 -> 64: nine [pixels x 64 x 64] GEMMs per core
+  const KernelShape c2 = shape(g, "s1b0.conv2.fwd.gemm");
+  CHECK(c2.dims[0] == 32 * 56 * 56);
+  CHECK(c2.dims[1] == 64);
+  CHECK(c2.dims[2] == 64);
+  CHECK(c2.batch == 2 * 9);
+  const KernelShape c2w = shape(g, "s1b0.conv2.bwd.wgrad");
+  CHECK(c2w.dims[0] == 64);
+  CHECK(c2w.dims[2] == 32 * 56 * 56);
+  // 1 x 1 convolutions are one tap: the same GEMM as before
+  CHECK(shape(g, "s1b0.conv1.fwd.gemm").dims == shape(a.workload.programs[0], "s1b0.conv1.fwd.gemm").dims);
+  // the stem: 224 x 224 x 3 images as 112 x 112 x 12, the 7 x 7 / 2 window as 4 x 4 / 1: 16 taps of 12
+  const KernelShape stem = shape(g, "stem.conv.fwd.gemm");
+  CHECK(stem.dims[0] == 32 * 112 * 112);
+  CHECK(stem.dims[1] == 64);
+  CHECK(stem.dims[2] == 12);
+  CHECK(stem.batch == 2 * 16);
+  // model FLOPs unchanged; executed FLOPs gain the stem's zero taps, forward and weight gradient:
+  // 2 flops x 256 images x 112 x 112 pixels x 64 x (16 x 12 - 49 x 3) per pass
+  CHECK(b.model_flops == doctest::Approx(a.model_flops).epsilon(1e-12));
+  CHECK(b.executed_flops - a.executed_flops == doctest::Approx(2 * 2.0 * 256 * 112 * 112 * 64 * (192 - 147)));
+}
