@@ -476,7 +476,8 @@ void read_sources(const Reader& r, const json& obj, const std::string& path) {
   }
 }
 
-// The device's compiler: {"name", "fuses_elementwise", "convolution": "im2col" | "implicit_gemm"}.
+// The device's compiler: {"name", "fuses_elementwise", "convolution": "im2col" | "implicit_gemm" |
+// "window_taps"}.
 void read_compiler(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   const json* c = Reader::find(d, "compiler");
   if (!c) return;
@@ -485,7 +486,9 @@ void read_compiler(const Reader& r, const json& d, const std::string& path, Mach
   r.check_keys(*c, p, {"name", "fuses_elementwise", "convolution"});
   s.compiler_name = r.required_string(*c, p, "name");
   s.fuses_elementwise = r.required_annotated_bool(*c, p, "fuses_elementwise");
-  s.implicit_gemm_convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm"}, -1) == 1;
+  const int convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm", "window_taps"}, -1);
+  s.implicit_gemm_convolution = convolution >= 1;
+  s.window_tap_convolution = convolution == 2;
 }
 
 // The device's systolic matrix unit: {"rows", "columns"} (a TPU v3 MXU: 128 x 128).
@@ -499,13 +502,24 @@ void read_matrix_unit(const Reader& r, const json& d, const std::string& path, M
   s.matrix_unit_columns = r.required_int(*u, p, "columns");
 }
 
+// How the device tiles arrays in memory: {"sublanes", "lanes"} (a TPU: 8 x 128).
+void read_memory_tile(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
+  const json* t = Reader::find(d, "memory_tile");
+  if (!t) return;
+  const std::string p = child(path, "memory_tile");
+  r.require_object(*t, p, "a memory tile object {sublanes, lanes}");
+  r.check_keys(*t, p, {"sublanes", "lanes"});
+  s.memory_tile_sublanes = r.required_int(*t, p, "sublanes");
+  s.memory_tile_lanes = r.required_int(*t, p, "lanes");
+}
+
 // A device: one node's compute and memory (topologies/devices/*.json).
 void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   r.require_object(d, path, "a device object");
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                  "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
-                 "cores_per_device", "compiler", "streaming_multiprocessors", "matrix_unit", "sources"});
+                 "cores_per_device", "compiler", "streaming_multiprocessors", "matrix_unit", "memory_tile", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -522,6 +536,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.streaming_multiprocessors = r.optional_int(d, path, "streaming_multiprocessors", 0);
   read_compiler(r, d, path, s);
   read_matrix_unit(r, d, path, s);
+  read_memory_tile(r, d, path, s);
   read_sources(r, d, path);
 }
 

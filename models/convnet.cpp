@@ -1,5 +1,6 @@
 #include "models/convnet.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "models/graph_builder.hpp"
@@ -67,7 +68,7 @@ class LayerList {
  private:
   void window(CnnOp op, const std::string& name, int out, int k, int stride) {
     const int out_size = (size_ + stride - 1) / stride;
-    layers_.push_back({op, name, channels_, out, size_, out_size, k, stride, false});
+    layers_.push_back({op, name, channels_, out, size_, out_size, k, stride, false, layers_.empty()});
     channels_ = out;
     size_ = out_size;
   }
@@ -128,31 +129,44 @@ double convnet_forward_macs_per_image(const std::vector<CnnLayer>& layers) {
 }
 
 namespace {
+double whole(double x, int tile) { return tile * std::ceil(x / tile); }
+}  // namespace
+
+TiledMaps tiled_maps(double images_per_core, int channels, const ConvNetDevice& device) {
+  const double b = images_per_core, c = channels;
+  if (device.tile_sublanes <= 0 || device.tile_lanes <= 0) return {b, c};
+  const TiledMaps channels_on_lanes{whole(b, device.tile_sublanes), whole(c, device.tile_lanes)};
+  const TiledMaps images_on_lanes{whole(b, device.tile_lanes), whole(c, device.tile_sublanes)};
+  return images_on_lanes.images * images_on_lanes.channels < channels_on_lanes.images * channels_on_lanes.channels
+             ? images_on_lanes
+             : channels_on_lanes;
+}
+
+namespace {
 
 // Emits the ops of one data-parallel replica, one serial stream (forward, backward, update).
 class ConvNetGraph {
  public:
   ConvNetGraph(StepGraph& g, double images, ConvNetDevice device, Precision p, bool distributed_bn)
-      : b_(g), images_(images), cores_(device.cores), im2col_(!device.implicit_gemm_convolution), p_(p),
-        dbn_(distributed_bn) {}
+      : b_(g), images_(images), cores_(device.cores), im2col_(!device.implicit_gemm_convolution), device_(device),
+        p_(p), dbn_(distributed_bn) {}
 
   void forward(const CnnLayer& l) {
     const std::string n = l.name + ".fwd";
-    const double pixels = images_ * l.out_pixels();
     switch (l.op) {
       case CnnOp::conv:
         if (patches(l)) last_ = window(n + ".im2col", "im2col", Phase::forward, Kernel::im2col, l);
-        last_ = b_.gemm(n + ".gemm", "conv", Phase::forward, p_, p_, conv_gemm(l), last_);
+        last_ = conv_pass(n + ".gemm", "conv", Phase::forward, conv_gemm(l), l);
         break;
       case CnnOp::batch_norm:  // statistics, their all-reduce over the group, normalise and ReLU
-        last_ = bn_pass(n + ".statistics", "batch_norm", Phase::forward, BatchNormPass::statistics, pixels, l);
+        last_ = bn_pass(n + ".statistics", "batch_norm", Phase::forward, BatchNormPass::statistics, l);
         if (dbn_) last_ = bn_statistics(n + ".allreduce", Phase::forward, l);
-        last_ = bn_pass(n + ".normalise", "batch_norm", Phase::forward, BatchNormPass::normalise, pixels, l);
+        last_ = bn_pass(n + ".normalise", "batch_norm", Phase::forward, BatchNormPass::normalise, l);
         break;
       case CnnOp::max_pool:
       case CnnOp::avg_pool: last_ = window(n, "pool", Phase::forward, Kernel::pool, l); break;
       case CnnOp::residual_add:
-        last_ = memory(n, "residual_add", Phase::forward, Kernel::residual_add, elements(pixels * l.out_channels));
+        last_ = memory(n, "residual_add", Phase::forward, Kernel::residual_add, out_maps(l));
         break;
       case CnnOp::fully_connected:
         last_ = b_.gemm(n, "fc", Phase::forward, p_, p_, gemm_shape(images_ / cores_, l.out_channels, l.in_channels, cores_),
@@ -167,30 +181,29 @@ class ConvNetGraph {
 
   void backward(const CnnLayer& l, bool first_layer) {
     const std::string n = l.name + ".bwd";
-    const double pixels = images_ * l.out_pixels();
     switch (l.op) {
       case CnnOp::conv: {
         const KernelShape f = conv_gemm(l);
         const bool im2col = patches(l);
         if (!first_layer) {  // the image needs no gradient
-          last_ = b_.gemm(n + ".dgrad", "conv.dgrad", Phase::backward, p_, p_,
-                          gemm_shape(f.dims[0], f.dims[2], f.dims[1], f.batch), last_);
+          last_ = conv_pass(n + ".dgrad", "conv.dgrad", Phase::backward, gemm_shape(f.dims[0], f.dims[2], f.dims[1], f.batch),
+                            l);
           if (im2col) last_ = window(n + ".col2im", "col2im", Phase::backward, Kernel::im2col, l);
         }
         if (im2col) last_ = window(n + ".im2col", "im2col", Phase::backward, Kernel::im2col, l);
-        last_ = b_.gemm(n + ".wgrad", "conv.wgrad", Phase::backward, p_, p_,
-                        gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch), last_);
+        last_ = conv_pass(n + ".wgrad", "conv.wgrad", Phase::backward, gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch),
+                          l);
         break;
       }
       case CnnOp::batch_norm:
-        last_ = bn_pass(n + ".reduce", "batch_norm.bwd", Phase::backward, BatchNormPass::grad_reduce, pixels, l);
+        last_ = bn_pass(n + ".reduce", "batch_norm.bwd", Phase::backward, BatchNormPass::grad_reduce, l);
         if (dbn_) last_ = bn_statistics(n + ".allreduce", Phase::backward, l);
-        last_ = bn_pass(n + ".apply", "batch_norm.bwd", Phase::backward, BatchNormPass::grad_apply, pixels, l);
+        last_ = bn_pass(n + ".apply", "batch_norm.bwd", Phase::backward, BatchNormPass::grad_apply, l);
         break;
       case CnnOp::max_pool:
       case CnnOp::avg_pool: last_ = window(n, "pool.bwd", Phase::backward, Kernel::pool, l); break;
       case CnnOp::residual_add:  // the gradient of the block's input: the main path's plus the shortcut's
-        last_ = memory(n, "residual_add.bwd", Phase::backward, Kernel::residual_add, elements(pixels * l.out_channels));
+        last_ = memory(n, "residual_add.bwd", Phase::backward, Kernel::residual_add, out_maps(l));
         break;
       case CnnOp::fully_connected:
         last_ = b_.gemm_backward(n, "fc", p_, p_, gemm_shape(images_ / cores_, l.out_channels, l.in_channels, cores_),
@@ -217,31 +230,54 @@ class ConvNetGraph {
   }
 
   double executed_flops() const { return b_.executed_flops(); }
-  double model_flops() const { return b_.model_flops(); }
+  double model_flops() const { return b_.model_flops() - padding_flops_; }
 
  private:
   // Whether the convolution gathers its windows into a patch matrix: an im2col convolution whose
   // window is not a single stride-1 pixel.
   bool patches(const CnnLayer& l) const { return im2col_ && (l.kernel > 1 || l.stride > 1); }
-  // One core's im2col GEMM: its images' output pixels x C_out x k^2 C_in, `cores` of them.
+  // One core's im2col GEMM: its images' output pixels x C_out x k^2 C_in, `cores` of them. Per
+  // window tap (ConvNetDevice::window_taps): pixels x C_out x C_in, k^2 taps per core; a
+  // space-to-depth convolution: pixels x C_out x s^2 C_in, ceil(k / s)^2 taps per core.
   KernelShape conv_gemm(const CnnLayer& l) const {
-    return gemm_shape(images_ / cores_ * l.out_pixels(), l.out_channels, double(l.in_channels) * l.kernel * l.kernel,
-                      cores_);
+    const double pixels = images_ / cores_ * l.out_pixels(), window = double(l.kernel) * l.kernel;
+    if (!device_.window_taps) return gemm_shape(pixels, l.out_channels, l.in_channels * window, cores_);
+    if (!space_to_depth(l)) return gemm_shape(pixels, l.out_channels, l.in_channels, cores_ * window);
+    const double side = std::ceil(double(l.kernel) / l.stride), block = double(l.stride) * l.stride;
+    return gemm_shape(pixels, l.out_channels, l.in_channels * block, cores_ * side * side);
+  }
+  // The first stride-2 convolution on the images, on a window-tap device.
+  bool space_to_depth(const CnnLayer& l) const { return device_.window_taps && l.reads_images && l.stride == 2; }
+  // One of a convolution's GEMMs; a space-to-depth one's zero taps are executed, not model FLOPs.
+  long conv_pass(const std::string& name, const std::string& label, Phase ph, const KernelShape& s, const CnnLayer& l) {
+    if (space_to_depth(l))
+      padding_flops_ += nominal_work(Kernel::gemm, s, p_).flops - 2.0 * images_ * l.macs_per_image();
+    return b_.gemm(name, label, ph, p_, p_, s, last_);
   }
   long memory(const std::string& name, const std::string& label, Phase ph, Kernel k, KernelShape s) {
     const NominalWork w = nominal_work(k, s, p_);
     return b_.memory(name, label, ph, k, p_, s, w.flops, w.bytes, last_);
   }
-  // One pass of batch norm over the batch's pixels x C (kernels/kernel_id.hpp batch_norm_pass_work).
-  long bn_pass(const std::string& name, const std::string& label, Phase ph, BatchNormPass pass, double pixels,
-               const CnnLayer& l) {
-    const KernelShape s = rows_cols(pixels, l.out_channels);
+  // The batch's feature maps of `channels` at `pixels` per image as laid out in the device's
+  // memory (tiled_maps): rows (images x pixels, the images padded) by the padded channels.
+  KernelShape maps(double pixels, int channels, double third = 0) const {
+    const TiledMaps t = tiled_maps(images_ / cores_, channels, device_);
+    return rows_cols(cores_ * t.images * pixels, t.channels, third);
+  }
+  // The layer's output maps as laid out, as a flat element count (the residual add's shape).
+  KernelShape out_maps(const CnnLayer& l) const {
+    const KernelShape s = maps(l.out_pixels(), l.out_channels);
+    return elements(double(s.dims[0]) * double(s.dims[1]));
+  }
+  // One pass of batch norm over the batch's pixels x C as laid out (kernels/kernel_id.hpp batch_norm_pass_work).
+  long bn_pass(const std::string& name, const std::string& label, Phase ph, BatchNormPass pass, const CnnLayer& l) {
+    const KernelShape s = maps(l.out_pixels(), l.out_channels);
     const NominalWork w = batch_norm_pass_work(pass, s, p_);
     return b_.memory(name, label, ph, Kernel::batch_norm, p_, s, w.flops, w.bytes, last_);
   }
-  // im2col or pooling over the layer's window: the batch's output pixels x C_in x k^2.
+  // im2col or pooling over the layer's window: the batch's output pixels x C_in x k^2, as laid out.
   long window(const std::string& name, const std::string& label, Phase ph, Kernel k, const CnnLayer& l) {
-    return memory(name, label, ph, k, rows_cols(images_ * l.out_pixels(), l.in_channels, double(l.kernel) * l.kernel));
+    return memory(name, label, ph, k, maps(l.out_pixels(), l.in_channels, double(l.kernel) * l.kernel));
   }
   // Distributed batch norm: the 2 C fp32 sums (mean and variance, or the gradient's two sums).
   long bn_statistics(const std::string& name, Phase ph, const CnnLayer& l) {
@@ -253,8 +289,10 @@ class ConvNetGraph {
   double images_;
   int cores_;
   bool im2col_;
+  ConvNetDevice device_;
   Precision p_;
   bool dbn_;
+  double padding_flops_ = 0;  // space-to-depth's zero taps
   long last_ = -1;
 };
 

@@ -49,6 +49,7 @@ struct CnnLayer {
   int in_size = 0, out_size = 0;
   int kernel = 1, stride = 1;  // conv and pooling windows
   bool relu = false;           // batch norm followed by ReLU
+  bool reads_images = false;   // the network's first layer (its input is the images)
   double out_pixels() const { return double(out_size) * out_size; }
   double macs_per_image() const;  // conv and fully connected; 0 otherwise
   double parameters() const;      // weights (and biases of the fully connected layer, batch norm's scale and shift)
@@ -77,7 +78,30 @@ struct ConvNetWorkload {
 struct ConvNetDevice {
   int cores = 1;
   bool implicit_gemm_convolution = false;
+  // The device memory's array tiles (0: not described): one dimension of a core's feature maps
+  // padded to whole `tile_sublanes`, another to whole `tile_lanes` (a TPU: 8 x 128).
+  int tile_sublanes = 0;
+  int tile_lanes = 0;
+  // An implicit GEMM per window tap (XLA's TPU convolutions): each of the k^2 taps contracts C_in
+  // on the matrix unit, the products accumulating into the output, so a convolution is k^2
+  // GEMMs [pixels x C_out x C_in] per core (the contraction padded per tap, not over k^2 C_in);
+  // the first convolution, on the images, with stride 2 runs space-to-depth (TensorFlow's TPU
+  // bridge and MLPerf's ResNet: 2 x 2 pixel blocks into 4 C_in channels, a ceil(k/2)-wide window
+  // of stride 1 over the same output), its zero taps executed but not model FLOPs.
+  bool window_taps = false;
 };
+
+// A core's b images of feature maps with C channels as the device lays them out in memory: the
+// channels and the images are the two tiled dimensions, one padded to whole lanes and the other
+// to whole sublanes, whichever assignment pads less (XLA's TPU layouts for convolutions: channels
+// to 128 and the batch to 8, or the batch to 128 and the channels to 8): `images` is b and
+// `channels` is C as padded; their product over b C is the factor the maps' bytes grow by (a
+// pixel's values of all images and channels are one tile row block). Without tiles, b and C.
+struct TiledMaps {
+  double images = 0;
+  double channels = 0;
+};
+TiledMaps tiled_maps(double images_per_core, int channels, const ConvNetDevice& device);
 
 // The plan: data_parallel replicas (one per device), global_batch images, zero_stage 0 or 1
 // (weight-update sharding), batch_norm_group. Throws std::invalid_argument for a plan the model cannot take (tensor, pipeline

@@ -70,7 +70,16 @@ struct MachineSpec {
   // The systolic matrix unit (the device file's "matrix_unit" {rows, columns}; 0: not described).
   int matrix_unit_rows = 0;
   int matrix_unit_columns = 0;
+  // How arrays are tiled in the device's memory (the device file's "memory_tile" {sublanes,
+  // lanes}; 0: not described): one dimension padded to whole sublanes, another to whole lanes
+  // (a TPU: 8 x 128). Convolutional feature maps move their padded bytes (models/convnet.hpp).
+  int memory_tile_sublanes = 0;
+  int memory_tile_lanes = 0;
   bool implicit_gemm_convolution = false;
+  // "convolution": "window_taps" (XLA on a TPU): an implicit GEMM that contracts each window tap's
+  // input channels on the matrix unit, the taps accumulating, and that runs the first stride-2
+  // convolution on space-to-depth images (models/convnet.hpp).
+  bool window_tap_convolution = false;
   // --- optimizer offload (gpu_cluster files that describe their hosts; 0: not described, and a
   // plan with offload_optimizer is refused): per device, the link to the host (PCIe, per
   // direction) and the share of the host's memory bandwidth the CPU optimizer streams at.

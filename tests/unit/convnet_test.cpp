@@ -146,3 +146,75 @@ TEST_CASE("an implicit-GEMM convolution has no im2col or col2im ops, the same GE
   CHECK(count(a.workload.programs[0], Kernel::gemm) == count(b.workload.programs[0], Kernel::gemm));
   CHECK(a.model_flops == b.model_flops);
 }
+
+TEST_CASE("tiled feature maps: channels padded to the lanes and the batch to the sublanes, whichever pads less") {
+  const ConvNetDevice untiled{2, true};
+  const ConvNetDevice tpu{2, true, 8, 128};
+  CHECK(tiled_maps(32, 64, untiled).images == 32);
+  CHECK(tiled_maps(32, 64, untiled).channels == 64);
+  // 32 images of 64 channels: channels to 128 (32 x 128) beats the batch to 128 (128 x 64)
+  CHECK(tiled_maps(32, 64, tpu).images == 32);
+  CHECK(tiled_maps(32, 64, tpu).channels == 128);
+  // 8 images of 256 channels fill their tiles; 5 images of 256: the batch to 8
+  CHECK(tiled_maps(8, 256, tpu).channels == 256);
+  CHECK(tiled_maps(5, 256, tpu).images == 8);
+  // 256 images of 3 channels: the batch on the lanes (256 x 8) beats 3 to 128 (256 x 128)
+  CHECK(tiled_maps(256, 3, tpu).images == 256);
+  CHECK(tiled_maps(256, 3, tpu).channels == 8);
+}
+
+TEST_CASE("on a tiled device the 64-channel maps' memory-bound passes move twice their bytes") {
+  const ParallelPlan plan = data_parallel(4, 256);  // 64 images per device, 32 per core
+  const ConvNetWorkload a = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2, true});
+  const ConvNetWorkload b =
+      build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2, true, 8, 128});
+  auto bytes = [](const StepGraph& g, const std::string& name) {
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (g[v].name == name) return std::get<ComputeWork>(g[v].work).bytes;
+    return -1.0;
+  };
+  const StepGraph &ga = a.workload.programs[0], &gb = b.workload.programs[0];
+  // stem batch norm's statistics read X: 64 images x 112 x 112 x 64 channels x 2 bytes, then 128 channels
+  CHECK(bytes(ga, "stem.bn.fwd.statistics") == 64.0 * 112 * 112 * 64 * 2);
+  CHECK(bytes(gb, "stem.bn.fwd.statistics") == 64.0 * 112 * 112 * 128 * 2);
+  CHECK(bytes(gb, "s1b0.bn2.bwd.apply") == doctest::Approx(2 * bytes(ga, "s1b0.bn2.bwd.apply")).epsilon(1e-3));
+  // 256-channel maps are not padded: the residual add and the 256-channel batch norm keep their bytes
+  CHECK(bytes(gb, "s1b0.add.fwd") == bytes(ga, "s1b0.add.fwd"));
+  CHECK(bytes(gb, "s1b0.bn3.fwd.normalise") == bytes(ga, "s1b0.bn3.fwd.normalise"));
+  CHECK(a.model_flops == b.model_flops);
+}
+
+TEST_CASE("window-tap convolutions: a GEMM per tap over C_in; the stem on space-to-depth images") {
+  const ParallelPlan plan = data_parallel(4, 256);  // 64 images per device, 32 per core
+  ConvNetDevice taps{2, true};
+  taps.window_taps = true;
+  const ConvNetWorkload a = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2, true});
+  const ConvNetWorkload b = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, taps);
+  auto shape = [](const StepGraph& g, const std::string& name) {
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (g[v].name == name) return std::get<ComputeWork>(g[v].work).shape;
+    return KernelShape{};
+  };
+  const StepGraph& g = b.workload.programs[0];
+  // a 3 x 3 convolution 64 -> 64: nine [pixels x 64 x 64] GEMMs per core
+  const KernelShape c2 = shape(g, "s1b0.conv2.fwd.gemm");
+  CHECK(c2.dims[0] == 32 * 56 * 56);
+  CHECK(c2.dims[1] == 64);
+  CHECK(c2.dims[2] == 64);
+  CHECK(c2.batch == 2 * 9);
+  const KernelShape c2w = shape(g, "s1b0.conv2.bwd.wgrad");
+  CHECK(c2w.dims[0] == 64);
+  CHECK(c2w.dims[2] == 32 * 56 * 56);
+  // 1 x 1 convolutions are one tap: the same GEMM as before
+  CHECK(shape(g, "s1b0.conv1.fwd.gemm").dims == shape(a.workload.programs[0], "s1b0.conv1.fwd.gemm").dims);
+  // the stem: 224 x 224 x 3 images as 112 x 112 x 12, the 7 x 7 / 2 window as 4 x 4 / 1: 16 taps of 12
+  const KernelShape stem = shape(g, "stem.conv.fwd.gemm");
+  CHECK(stem.dims[0] == 32 * 112 * 112);
+  CHECK(stem.dims[1] == 64);
+  CHECK(stem.dims[2] == 12);
+  CHECK(stem.batch == 2 * 16);
+  // model FLOPs unchanged; executed FLOPs gain the stem's zero taps, forward and weight gradient:
+  // 2 flops x 256 images x 112 x 112 pixels x 64 x (16 x 12 - 49 x 3) per pass
+  CHECK(b.model_flops == doctest::Approx(a.model_flops).epsilon(1e-12));
+  CHECK(b.executed_flops - a.executed_flops == doctest::Approx(2 * 2.0 * 256 * 112 * 112 * 64 * (192 - 147)));
+}
