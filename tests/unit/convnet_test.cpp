@@ -184,7 +184,7 @@ TEST_CASE("on a tiled device the 64-channel maps' memory-bound passes move twice
   CHECK(a.model_flops == b.model_flops);
 }
 
-TEST_CASE("window-tap convolutions: a GEMM per tap over C_in; the stem on space-to-depth images") {
+TEST_CASE("window-tap convolutions: a GEMM per tap over C_in, the stem on space-to-depth images") {
   const ParallelPlan plan = data_parallel(4, 256);  // 64 images per device, 32 per core
   ConvNetDevice taps{2, true};
   taps.window_taps = true;
