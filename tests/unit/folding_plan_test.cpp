@@ -94,7 +94,7 @@ TEST_CASE("folding: a domain holding its classes unequally weighs each represent
   CHECK(d.weight(f.slot_of_class.at(1), d) == 1);
 }
 
-TEST_CASE("folding: classes in proportion 2:6 fold at B / 2 with weights 1 and 3; equal classes keep weight 1") {
+TEST_CASE("folding: classes in proportion 2:6 fold at B / 2 with weights 1 and 3, equal classes keep weight 1") {
   const Domains net(16, 8);
   const Workload w = ranks_with_classes({0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3});
   const Folding f = fold_ranks(w, net, Fidelity::folded);
