@@ -616,7 +616,7 @@ void read_sunway(const Reader& r, const json& m, const std::string& path, Machin
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
                 "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
-                "checkpoint_write_Bps", "sources"});
+                "eager_limit_bytes", "eager_copy_Bps", "checkpoint_write_Bps", "sources"});
   check_checkpoint_write_Bps(r, m, path);
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
@@ -628,6 +628,15 @@ void read_sunway(const Reader& r, const json& m, const std::string& path, Machin
   // Optional: without it a message costs its sender nothing beyond latency and bytes.
   if (Reader::find(m, "message_overhead_s"))
     s.message_overhead_s = r.required_ranged(m, path, "message_overhead_s", kMessageOverheadRange);
+  // Optional, together: MPI's eager protocol (Network::eager_copy_s); without them no message is copied.
+  const bool limit = Reader::find(m, "eager_limit_bytes") != nullptr, rate = Reader::find(m, "eager_copy_Bps") != nullptr;
+  if (limit != rate)
+    r.fail(child(path, limit ? "eager_copy_Bps" : "eager_limit_bytes"),
+           "expected eager_limit_bytes and eager_copy_Bps together (the eager protocol's limit and its copy rate)");
+  if (limit) {
+    s.eager_limit_bytes = r.required_ranged(m, path, "eager_limit_bytes", kEagerLimitRange);
+    s.eager_copy_Bps = r.required_ranged(m, path, "eager_copy_Bps", kLinkBandwidthRange);
+  }
   s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
 }
 

@@ -19,7 +19,9 @@
 //   layerwise  BaGuaLu's layer-wise mixed precision (reference/models.md): attention under autocast
 //              (O1), expert FFN in half with fp32 master weights (O2), the gate in fp32, reductions,
 //              exp, sqrt, gelu, softmax and layer norm in fp64, the embedding (and logits) in fp32,
-//              dynamic loss scaling. "mixed" in a MoDa scenario means this mode.
+//              dynamic loss scaling. "mixed" in a MoDa scenario means this mode. The MoE all-to-alls
+//              carry the layer's fp32 input and output; the half experts cast them (Figure 18: the
+//              same communication time in fp32 and mixed).
 //   Autocast (apex_o1, and layerwise's attention): a half GEMM on fp32 parameters or fp32
 //   activations reads half copies made by cast kernels, and its half results are cast back to
 //   fp32 (models/transformer.cpp: autocast casts), as torch.autocast / APEX O1 do.

@@ -897,7 +897,15 @@ class StageBuilder {
   KernelShape expert_ffn2() const {
     return per_core(gemm_shape(x_.rows_per_expert(), x_.d, x_.ff, x_.local_experts()), x_.cores, 0);
   }
-  double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ef; }
+  // The all-to-alls carry the MoE layer's input and output in the residual stream's storage
+  // (x_.storage): FastMoE scatters the layer's input as it is and the experts, half modules under
+  // layerwise (APEX O2), cast it on arrival and their output back (expert_boundary_cast). Under
+  // layerwise that is fp32, as Figure 18 shows: the same communication time in fp32 and mixed.
+  double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ea; }
+  // The cast of the R x d exchanged rows between the residual stream's storage and the experts'.
+  void expert_boundary_cast(const std::string& n, Phase ph) {
+    autocast(n, "autocast_activation", ph, x_.ffn_storage, x_.storage, x_.expert_rows(), x_.d);
+  }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
     const double Re = x_.rows_per_expert(), le = x_.local_experts();
@@ -909,10 +917,11 @@ class StageBuilder {
     autocast(p + "gate.output", "autocast_activation", ph, g, f32, T, E);
     last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
                       rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
-    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.ffn_storage,
-                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
     last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
+    expert_boundary_cast(p + "expert.input", ph);
     autocast_forward(p + "expert_ffn1", ph, e, es, ep, Re, ff, d, le, true);
     last_ = b_.gemm(p + "expert_ffn1", "expert_ffn1" + sfx, ph, e, operands(e, es), expert_ffn1(), deps());
     autocast_forward(p + "expert_ffn1", ph, e, es, ep, Re, ff, d, le, false);
@@ -921,18 +930,20 @@ class StageBuilder {
     autocast_forward(p + "expert_ffn2", ph, e, es, ep, Re, d, ff, le, true);
     last_ = b_.gemm(p + "expert_ffn2", "expert_ffn2" + sfx, ph, e, operands(e, es), expert_ffn2(), deps());
     autocast_forward(p + "expert_ffn2", ph, e, es, ep, Re, d, ff, le, false);
+    expert_boundary_cast(p + "expert.output", ph);
     last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.ffn_storage,
-                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
   }
   void moe_backward(const std::string& p) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
     const Phase B = Phase::backward;
-    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.ffn_storage,
-                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
     last_ = b_.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
+    expert_boundary_cast(p + "expert.output", B);
     const double Re = x_.rows_per_expert(), le = x_.local_experts();
     const Precision e = x_.ffn_gemm, es = x_.ffn_storage, ep = x_.pp.expert_param;
     autocast_backward(p + "expert_ffn2", e, es, ep, Re, d, ff, le, true);
@@ -943,10 +954,11 @@ class StageBuilder {
     autocast_backward(p + "expert_ffn1", e, es, ep, Re, ff, d, le, true);
     last_ = b_.gemm_backward(p + "expert_ffn1", "expert_ffn1", e, operands(e, es), expert_ffn1(), deps());
     autocast_backward(p + "expert_ffn1", e, es, ep, Re, ff, d, le, false);
+    expert_boundary_cast(p + "expert.input", B);
     last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.ffn_storage,
-                      rows_cols(R, d), 0, 2 * R * d * ea, deps());
+    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.storage,
+                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
     last_ = b_.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, rows_cols(T, E, x_.k),
                       4 * T * E, 2 * T * E * 4, deps());
     const Precision g = x_.gate_gemm;

@@ -97,7 +97,8 @@ class Estimator {
         // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a
         // data-parallel ring over consecutive GPUs that leaves its node).
         const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
-        end = ready + collective_time_s(sch, *c, gt, gi) + sch.messages_per_member() * net_.message_overhead_s();
+        end = ready + collective_time_s(sch, *c, gt, gi) + sch.messages_per_member() * net_.message_overhead_s() +
+              eager_copies_s(sch, gt.index_in_group[r]);
       }
     } else {
       const auto& t = std::get<TransferWork>(op.work);
@@ -107,7 +108,7 @@ class Estimator {
       if (t.direction == TransferWork::Direction::send) {
         const int peer = members[((m + t.offset) % n + n) % n];
         const PathCost pc = peer == r ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(r, peer);
-        end = ready + net_.message_overhead_s() + pc.latency_s + t.bytes / pc.bandwidth_Bps;
+        end = ready + net_.message_overhead_s() + net_.eager_copy_s(t.bytes) + pc.latency_s + t.bytes / pc.bandwidth_Bps;
         sent_[{p, t.tag}] = end;
       } else {
         const int sender = members[((m - t.offset) % n + n) % n];
@@ -129,6 +130,18 @@ class Estimator {
   // A collective's time without per-message overheads. The multi-ring's step sends two flows at
   // once: L-1 channels' chunks to the next member of the block, one across to the next block; the
   // slower sets the step. Every other algorithm: its alpha-beta time over the slowest ring pair.
+  // Member m's eager copies over the whole collective (Network::eager_copy_s of each message it sends).
+  double eager_copies_s(const CollectiveSchedule& sch, int m) const {
+    if (net_.eager_copy_s(1.0) == 0) return 0;  // a network without eager copies
+    double total_s = 0;
+    CollectiveStep st;
+    for (int k = 0; k < sch.step_count(); ++k) {
+      sch.step(m, k, st);
+      for (const auto& snd : st.sends) total_s += net_.eager_copy_s(snd.bytes);
+    }
+    return total_s;
+  }
+
   double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group) {
     const auto& members = gt.members.at(group);
     const int n = static_cast<int>(members.size()), L = gt.block_size;

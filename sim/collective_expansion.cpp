@@ -68,7 +68,8 @@ void Replay::side_flows(const CollectiveInstance& in, int slot, const Collective
   out.resize(sch.step_count());
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.step(m, k, st);
-    const double posted_s = overhead_s_ * static_cast<double>(st.sends.size());  // the sender posts them one by one
+    double posted_s = 0;  // the sender posts them one by one
+    for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);
     for (const auto& snd : st.sends) {
       if (snd.bytes <= 0) continue;
       const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
@@ -169,16 +170,16 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   std::vector<int> run_route;
   double run_bytes = 0;
   int run_steps = 0;
-  double run_messages = 0;  // messages the run's steps post (each costs the sender overhead_s_)
+  double run_posting_s = 0;  // the sender's cost of posting the run's steps' messages (posting_s each)
   auto flush = [&]() {
     if (run_steps == 0) return;
-    const double delay = (run_steps - 1) * paths_.route_latency_s(run_route) + run_messages * overhead_s_;
+    const double delay = (run_steps - 1) * paths_.route_latency_s(run_route) + run_posting_s;
     const int t = folded_flow(s, run_route, run_bytes, delay);
     edge(prev, t);
     prev = t;
     run_steps = 0;
     run_bytes = 0;
-    run_messages = 0;
+    run_posting_s = 0;
   };
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.step(m, k, st);
@@ -190,13 +191,15 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       run_route = route;
       run_bytes += snd.bytes;
       run_steps++;
-      run_messages += 1;
+      run_posting_s += posting_s(snd.bytes);
       continue;
     }
     flush();
     // a step with many concurrent sends: one flow per distinct route, all after `prev`
     std::map<std::vector<int>, double> by_route;
     std::map<int, double> by_route_id;
+    double step_posting_s = 0;  // every flow starts once all are posted
+    for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes);
     for (const auto& snd : st.sends)
       if (snd.bytes > 0) by_route_id[paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
     for (auto& [id, bytes] : by_route_id) by_route[paths_.route(id)] += bytes;  // in route order, as before
@@ -206,7 +209,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       run_route = route;
       run_bytes = bytes;
       run_steps = 1;
-      run_messages = static_cast<double>(st.sends.size());  // every flow starts once all are posted
+      run_posting_s = step_posting_s;
       const int before = prev;
       flush();  // sets prev to the new flow
       edge(prev, join);

@@ -42,6 +42,12 @@ class Network {
   // overhead/gap): a step that sends m messages starts its flows m x this after it is ready. Small
   // messages (an all-to-all over a large group) are bound by it, large ones by bandwidth.
   virtual double message_overhead_s() const { return 0; }
+  // The sender's extra cost of one message of `message_bytes` under MPI's eager protocol: a message
+  // up to the library's eager limit is copied by the sending process into a pre-registered buffer
+  // (one byte at a time through the core that runs the process), serially per sender like the
+  // overhead; a larger one goes zero-copy (rendezvous) at the links' bandwidth. 0 unless a network
+  // says otherwise.
+  virtual double eager_copy_s(double /*message_bytes*/) const { return 0; }
   // The fraction of its kind's bandwidth one link instance runs at (a degraded link, a slow
   // node's NIC): 1 unless a network says otherwise. For a node-private kind the instance is
   // the node.

@@ -32,6 +32,7 @@ inline constexpr PhysicalRange kSharedLinkBandwidthRange{
 // One hop's latency: 0 (not modelled) or from a picosecond to a second.
 inline constexpr PhysicalRange kLatencyRange{1e-12, 1, "s", "0, or 1 ps to 1 s per hop", true};
 inline constexpr PhysicalRange kMessageOverheadRange{1e-12, 1, "s", "0, or 1 ps to 1 s per message", true};
+inline constexpr PhysicalRange kEagerLimitRange{1, 1e9, "bytes", "1 byte to 1 GB per message", false};
 // A device's peak rate and achieved memory bandwidths.
 inline constexpr PhysicalRange kDeviceFlopRateRange{
     1e6, 1e18, "flop/s", "1 Mflop/s to 1 Eflop/s per device", false};

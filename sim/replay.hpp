@@ -159,6 +159,8 @@ class Replay {
   const CostModel& cost_;
   Fidelity fid_;
   double overhead_s_;  // the network's per-message sender overhead
+  // The sender's serial cost of one message of `bytes`: the overhead and its eager copy.
+  double posting_s(double bytes) const { return overhead_s_ + net_.eager_copy_s(bytes); }
   Folding fold_;
   PathMap paths_;
 

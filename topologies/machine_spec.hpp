@@ -90,6 +90,8 @@ struct MachineSpec {
   double upper_level_bandwidth_ratio = 0;        // bandwidth across supernodes / inside (3/16)
   double node_injection_Bps = 0;                 // per direction; unpublished (free parameter)
   double message_overhead_s = 0;                 // sender's cost per message (Network::message_overhead_s)
+  double eager_limit_bytes = 0;                  // largest message sent eagerly (Network::eager_copy_s); 0: none
+  double eager_copy_Bps = 0;                     // the sender's copy rate of an eager message
   // --- every family: the file system's aggregate write bandwidth for checkpoints (read only for a
   // scenario with a "resilience" block; 0 otherwise)
   double checkpoint_write_Bps = 0;

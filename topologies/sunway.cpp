@@ -7,7 +7,10 @@ namespace exasim {
 
 SunwayNetwork::SunwayNetwork(const MachineSpec& m, Precision peak_precision)
     : nodes_per_sn_(m.nodes_per_supernode), supernodes_(m.supernodes), core_groups_(m.core_groups_per_node),
-      message_overhead_s_(m.message_overhead_s) {
+      message_overhead_s_(m.message_overhead_s), eager_limit_bytes_(m.eager_limit_bytes),
+      eager_copy_Bps_(m.eager_copy_Bps) {
+  if (eager_limit_bytes_ > 0 && !(eager_copy_Bps_ > 0))
+    throw std::invalid_argument("sunway machine: an eager limit needs a positive eager copy rate");
   if (nodes_per_sn_ <= 0 || supernodes_ <= 0 || core_groups_ <= 0)
     throw std::invalid_argument("sunway machine: node, supernode and core group counts must be positive");
   auto peak = m.peak_flops_per_s.find(peak_precision);

@@ -32,6 +32,9 @@ class SunwayNetwork final : public Network {
   double compute_unit_speed_flops_per_s() const override { return cg_speed_; }
   std::string node_name(int node) const override;
   double message_overhead_s() const override { return message_overhead_s_; }
+  double eager_copy_s(double message_bytes) const override {
+    return message_bytes > 0 && message_bytes <= eager_limit_bytes_ ? message_bytes / eager_copy_Bps_ : 0;
+  }
 
   int supernode_of(int node) const { return node / nodes_per_sn_; }
 
@@ -41,6 +44,8 @@ class SunwayNetwork final : public Network {
   int core_groups_;
   double cg_speed_;
   double message_overhead_s_;
+  double eager_limit_bytes_;  // 0: no eager copies
+  double eager_copy_Bps_;
   std::vector<LinkKind> kinds_;
 };
 

@@ -482,11 +482,12 @@ TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and 
   CHECK(gemm_precision(gl, "L0.fwd.attn_layernorm") == Precision::fp64);
   CHECK(gemm_precision(g2, "L0.fwd.attn_layernorm") == Precision::fp16);
   CHECK(gemm_precision(g1, "L0.fwd.attn_layernorm") == Precision::fp32);
-  // Tokens exchanged in the storage precision of the FFN's activations: T k d x 4 or 2 bytes.
+  // Tokens exchanged in the residual stream's storage precision (the MoE layer's input, which the
+  // experts cast on arrival): T k d x 4 or 2 bytes; fp32 in layerwise, whose experts are half.
   CHECK(a2a_bytes(g32) == 8 * 8 * 4);
   CHECK(a2a_bytes(g1) == 8 * 8 * 4);
   CHECK(a2a_bytes(g2) == 8 * 8 * 2);
-  CHECK(a2a_bytes(gl) == 8 * 8 * 2);
+  CHECK(a2a_bytes(gl) == 8 * 8 * 4);
   // Model state per node, 2 layers: one expert of 280 and the dense 352 parameters a layer;
   // R = 2 replicas and K = 4 nodes shard the optimizer state (ParO).
   const double e = 2 * kExpertParams, d = 2 * kDensePerLayer;
@@ -517,8 +518,10 @@ TEST_CASE("moe model: autocast casts and loss scaling, counted by hand") {
   // half for each forward (4 + 2 bytes each), and their half gradients back to fp32; 2 layers.
   CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_weight") == 2 * 256 * 6);
   CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_weight.bwd") == 2 * 256 * 6);
-  // Its activations: qkv input 8 x 8 and output 8 x 24, proj input and output 8 x 8 (384 values).
-  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_activation") == 2 * 384 * 6);
+  // Its activations: qkv input 8 x 8 and output 8 x 24, proj input and output 8 x 8 (384 values),
+  // and the half experts' input and output, cast from and to the fp32 tokens the all-to-alls
+  // carry: 2 x R d = 2 x 16 x 8 values (R = 16 padded expert rows).
+  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_activation") == 2 * (384 + 2 * 16 * 8) * 6);
   // APEX O1 casts the gate (8 x 4) and the expert (8 x 16 and 16 x 8) too: 256 + 32 + 256 values.
   CHECK(bytes_of(PrecisionPolicy::apex_o1, "autocast_weight") == 2 * 544 * 6);
   // No casts where the GEMM's precision is its operands' (fp32; O2 keeps half weights).

@@ -573,14 +573,20 @@ TEST_CASE("scenario: an embedded machine names its device, whose annotated value
   CHECK(s.machine.device_name == "SW26010-Pro");
   CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == doctest::Approx(55.30e12));
   // The optimizer bandwidth is derived (an assumption), the machine's two network values fitted.
-  bool derived = false, overhead = false;
+  bool derived = false, overhead = false, copy = false, limit = false;
   for (const auto& a : s.annotations) {
     if (a.json_path == "/machine/device/optimizer_memory_bandwidth_Bps") derived = a.kind == "assumption";
     if (a.json_path == "/machine/message_overhead_s") overhead = a.fitted_on == "bagualu-table5-174t-fp32";
+    if (a.json_path == "/machine/eager_copy_Bps") copy = a.fitted_on == "bagualu-breakdown: 1.93t-fp32 fwd_comm, 1.93t-fp32 bwd_comm";
+    if (a.json_path == "/machine/eager_limit_bytes") limit = a.kind == "assumption";
   }
   CHECK(derived);
   CHECK(overhead);
-  CHECK(s.machine.message_overhead_s == doctest::Approx(6.466e-7));
+  CHECK(copy);
+  CHECK(limit);
+  CHECK(s.machine.message_overhead_s == doctest::Approx(6.239e-7));
+  CHECK(s.machine.eager_limit_bytes == 12288);
+  CHECK(s.machine.eager_copy_Bps == doctest::Approx(1.946e9));
   CHECK(s.machine.optimizer_memory_bandwidth_Bps == doctest::Approx(240.2e9 * 28 / 84).epsilon(1e-3));
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/analysis.hpp"
+#include "sim/analytic.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -232,4 +233,84 @@ TEST_CASE("collectives: messages per member") {
   CHECK(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, 4, 1e6).messages_per_member() == 3);
   CHECK(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, 1e6).messages_per_member() == 6);
   CHECK(CollectiveSchedule(CollectiveKind::all_gather, CollectiveAlgorithm::ring, 1, 1e6).messages_per_member() == 0);
+}
+
+// MPI's eager protocol: a message up to eager_limit_bytes costs its sender, after the overhead, a
+// copy at eager_copy_Bps; a larger one none. BaGuaLu's all-to-all sends one message per peer of
+// 4 MiB / n (256 fp32 tokens of 4096), so the sender's serial cost (n - 1)(o + copy) is, by hand with
+// o = 0.5 us, a 2 GB/s copy and a 12 KiB limit:
+//   n = 240:    17,476 B > 12,288, no copy:         239 x 0.5 us                  = 0.1195 ms
+//   n = 400:    10,485.76 B, copy 5.24288 us:       399 x 5.74288 us              = 2.29141 ms
+//   n = 2,400:  1,747.63 B, copy 0.873813 us:     2,399 x 1.373813 us             = 3.29578 ms
+//   n = 96,000: 43.69 B, copy 0.0218453 us:      95,999 x 0.5218453 us            = 50.0966 ms
+// The curve rises 1.4x from 400 to 2,400 members and 15x from 2,400 to 96,000: at few members the
+// copy (bytes) dominates, at many the overhead (messages).
+TEST_CASE("sunway: the eager copy of an all-to-all's messages over the group size") {
+  MachineSpec m = small_machine();
+  m.message_overhead_s = 0.5e-6;
+  m.eager_limit_bytes = 12288;
+  m.eager_copy_Bps = 2e9;
+  const SunwayNetwork net(m, Precision::fp32);
+  const double bytes = 4194304;
+  auto sender_s = [&](int n) { return (n - 1) * (net.message_overhead_s() + net.eager_copy_s(bytes / n)); };
+  CHECK(sender_s(240) == doctest::Approx(0.1195e-3).epsilon(1e-4));
+  CHECK(sender_s(400) == doctest::Approx(2.29141e-3).epsilon(1e-4));
+  CHECK(sender_s(2400) == doctest::Approx(3.29578e-3).epsilon(1e-4));
+  CHECK(sender_s(96000) == doctest::Approx(50.0966e-3).epsilon(1e-4));
+  CHECK(net.eager_copy_s(12288) == doctest::Approx(12288 / 2e9));  // the limit itself is eager
+  CHECK(net.eager_copy_s(12289) == 0);
+  CHECK(net.eager_copy_s(0) == 0);
+  m.eager_copy_Bps = 0;  // a limit without a rate
+  CHECK_THROWS_AS(SunwayNetwork(m, Precision::fp32), std::invalid_argument);
+  const SunwayNetwork none(small_machine(), Precision::fp32);
+  CHECK(none.eager_copy_s(100) == 0);
+}
+
+// The simulated direct all-to-all of the overhead test above, with eager copies: its 3 messages of
+// bytes / 4 = 10 kB each cost o + 10 kB / 2 GB/s = 5 + 5 us before the flows start, so
+// step = 3 (o + 5 us) + 2 us + 3 (bytes / 4) / W. With the limit below the message, no copy.
+// `f` null: the analytic estimate (sim/analytic.hpp) instead of a simulation.
+void check_direct_all_to_all_eager(const Fidelity* f, double limit_bytes) {
+  MachineSpec m = small_machine();
+  const double o = 5e-6, bytes = 40e3, copy_Bps = 2e9;
+  m.message_overhead_s = o;
+  m.eager_limit_bytes = limit_bytes;
+  m.eager_copy_Bps = copy_Bps;
+  const SunwayNetwork net(m, Precision::fp32);
+  Workload w;
+  w.rank_count = 4;
+  w.node_of_rank = {0, 1, 2, 3};
+  w.class_of_rank = {0, 0, 0, 0};
+  GroupTable g;
+  g.members = {{0, 1, 2, 3}};
+  g.index(4);
+  w.groups["moe"] = g;
+  add_op(w.programs[0],
+         Op{"a2a", "dispatch", Phase::forward,
+            CollectiveWork{CollectiveKind::all_to_all, CollectiveAlgorithm::direct, "moe", bytes}},
+         {});
+  const double copy_s = limit_bytes >= bytes / 4 ? (bytes / 4) / copy_Bps : 0;
+  const double expected = 3 * (o + copy_s) + 2 * kLat + 3 * (bytes / 4) / kW;
+  const RooflineCostModel cost = cost_model_of(m);
+  const SimResult res = f ? simulate(w, net, cost, EngineOptions{*f}) : estimate_step(w, net, cost);
+  INFO((f ? to_string(*f) : "analytic"), ": ", res.step_time_s, " s, expected ", expected, " s");
+  CHECK(res.step_time_s == doctest::Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("sunway sim: a direct all_to_all's eager messages pay the sender's copy (exhaustive)") {
+  const Fidelity f = Fidelity::exhaustive;
+  check_direct_all_to_all_eager(&f, 12288);
+}
+
+TEST_CASE("sunway sim: a direct all_to_all's eager messages pay the sender's copy (folded)") {
+  const Fidelity f = Fidelity::folded;
+  check_direct_all_to_all_eager(&f, 12288);
+}
+
+TEST_CASE("sunway sim: a direct all_to_all's messages above the eager limit are not copied (analytic)") {
+  check_direct_all_to_all_eager(nullptr, 4096);
+}
+
+TEST_CASE("sunway sim: a direct all_to_all's eager messages pay the sender's copy (analytic)") {
+  check_direct_all_to_all_eager(nullptr, 12288);
 }
