@@ -22,6 +22,8 @@
 #include "models/plan_rules.hpp"
 #include "sim/checked_count.hpp"
 #include "sim/physical_range.hpp"
+#include "topologies/machine_families.hpp"
+#include "topologies/machine_reader.hpp"
 
 namespace exasim {
 
@@ -281,6 +283,10 @@ class Reader {
   int enum_value(const json& obj, const std::string& path, const std::string& key,
                  std::initializer_list<const char*> allowed, int dflt) const {
     return enum_index(obj, path, key, std::vector<std::string>(allowed.begin(), allowed.end()), dflt);
+  }
+  int enum_value(const json& obj, const std::string& path, const std::string& key,
+                 const std::vector<std::string>& allowed, int dflt) const {
+    return enum_index(obj, path, key, allowed, dflt);
   }
 
   // One of an enum's `choices`, by its name: to_string(choice), the enum's one name table. Without
@@ -548,20 +554,6 @@ void read_device(const Reader& r, const json& m, const std::string& path, Machin
   read_device_object(r.nested(label, dpath), doc, "", s);
 }
 
-// The fat tree of a gpu_cluster machine: "fat_tree": {nodes_per_leaf_group, leaf_groups_per_spine_group,
-// rail_optimized, leaf_taper, spine_taper}.
-void read_fat_tree(const Reader& r, const json& m, const std::string& path, GpuClusterSpec& g) {
-  const std::string p = child(path, "fat_tree");
-  const json& f = r.require(m, path, "fat_tree", "a fat_tree object");
-  r.require_object(f, p, "a fat_tree object");
-  r.check_keys(f, p, {"nodes_per_leaf_group", "leaf_groups_per_spine_group", "rail_optimized", "leaf_taper", "spine_taper"});
-  g.nodes_per_leaf_group = r.required_int(f, p, "nodes_per_leaf_group");
-  g.leaf_groups_per_spine_group = r.required_int(f, p, "leaf_groups_per_spine_group");
-  g.rail_optimized = r.required_annotated_bool(f, p, "rail_optimized");
-  g.leaf_taper = r.required_number(f, p, "leaf_taper", NumKind::positive);
-  g.spine_taper = r.required_number(f, p, "spine_taper", NumKind::positive);
-}
-
 // checkpoint_write_Bps is used only by scenarios with a "resilience" block (read_resilience), but
 // checked in every machine file that gives it, so that a bad value is never silently accepted.
 // (Its annotation is recorded only where it is used: the check records into a scratch list.)
@@ -571,102 +563,72 @@ void check_checkpoint_write_Bps(const Reader& r, const json& m, const std::strin
   Reader(r.file(), "", &unrecorded).required_ranged(m, path, "checkpoint_write_Bps", kSharedLinkBandwidthRange);
 }
 
-void read_gpu_cluster(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
-  r.check_keys(m, path,
-               {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
-                "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
-                "checkpoint_write_Bps", "sources"});
-  check_checkpoint_write_Bps(r, m, path);
-  GpuClusterSpec& g = s.gpu;
-  g.nodes = r.required_int(m, path, "nodes");
-  g.gpus_per_node = r.required_int(m, path, "gpus_per_node");
-  g.gpus_per_nic = r.optional_int(m, path, "gpus_per_nic", 1);
-  if (g.gpus_per_node % g.gpus_per_nic != 0)
-    r.fail(child(path, "gpus_per_nic"), "expected a divisor of gpus_per_node (" + std::to_string(g.gpus_per_node) +
-                                            "), got " + std::to_string(g.gpus_per_nic));
-  read_device(r, m, path, s);
-  g.nvlink_Bps = r.required_ranged(m, path, "nvlink_Bps", kLinkBandwidthRange);
-  g.nvlink_latency_s = r.required_ranged(m, path, "nvlink_latency_s", kLatencyRange);
-  g.nic_Bps = r.required_ranged(m, path, "nic_Bps", kLinkBandwidthRange);
-  read_fat_tree(r, m, path, g);
-  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
-  // Optional: what optimizer offload needs (both or neither).
-  const bool link = Reader::find(m, "host_link_Bps") != nullptr, memory = Reader::find(m, "host_memory_Bps") != nullptr;
-  if (link != memory)
-    r.fail(child(path, link ? "host_memory_Bps" : "host_link_Bps"),
-           "missing (expected a positive number: host_link_Bps and host_memory_Bps go together)");
-  if (link) {
-    s.host_link_Bps = r.required_ranged(m, path, "host_link_Bps", kLinkBandwidthRange);
-    s.host_memory_Bps = r.required_ranged(m, path, "host_memory_Bps", kDeviceBandwidthRange);
+// A machine family's view of the Reader (topologies/machine_reader.hpp): the family's reader,
+// beside its network in topologies/, reads its keys through it.
+class FamilyReader final : public MachineReader {
+ public:
+  explicit FamilyReader(const Reader& r) : r_(r) {}
+  [[noreturn]] void fail(const std::string& path, const std::string& expected) const override { r_.fail(path, expected); }
+  void check_keys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) const override {
+    r_.check_keys(obj, path, allowed);
   }
-}
-
-void read_torus(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
-  r.check_keys(m, path, {"name", "family", "description", "torus_x", "torus_y", "device", "link_Bps", "link_latency_s",
-                         "checkpoint_write_Bps", "sources"});
-  check_checkpoint_write_Bps(r, m, path);
-  s.torus.x = r.required_int(m, path, "torus_x");
-  s.torus.y = r.required_int(m, path, "torus_y");
-  read_device(r, m, path, s);
-  s.torus.link_Bps = r.required_ranged(m, path, "link_Bps", kLinkBandwidthRange);
-  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
-}
-
-void read_sunway(const Reader& r, const json& m, const std::string& path, MachineSpec& s) {
-  r.check_keys(m, path,
-               {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
-                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
-                "eager_limit_bytes", "eager_copy_Bps", "checkpoint_write_Bps", "sources"});
-  check_checkpoint_write_Bps(r, m, path);
-  s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
-  s.supernodes = r.required_int(m, path, "supernodes");
-  s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
-  read_device(r, m, path, s);
-  s.noc_Bps = r.required_ranged(m, path, "noc_Bps", kLinkBandwidthRange);
-  s.upper_level_bandwidth_ratio = r.required_number(m, path, "upper_level_bandwidth_ratio", NumKind::fraction);
-  s.node_injection_Bps = r.required_ranged(m, path, "node_injection_Bps", kLinkBandwidthRange);
-  // Optional: without it a message costs its sender nothing beyond latency and bytes.
-  if (Reader::find(m, "message_overhead_s"))
-    s.message_overhead_s = r.required_ranged(m, path, "message_overhead_s", kMessageOverheadRange);
-  // Optional, together: MPI's eager protocol (Network::eager_copy_s); without them no message is copied.
-  const bool limit = Reader::find(m, "eager_limit_bytes") != nullptr, rate = Reader::find(m, "eager_copy_Bps") != nullptr;
-  if (limit != rate)
-    r.fail(child(path, limit ? "eager_copy_Bps" : "eager_limit_bytes"),
-           "expected eager_limit_bytes and eager_copy_Bps together (the eager protocol's limit and its copy rate)");
-  if (limit) {
-    s.eager_limit_bytes = r.required_ranged(m, path, "eager_limit_bytes", kEagerLimitRange);
-    s.eager_copy_Bps = r.required_ranged(m, path, "eager_copy_Bps", kLinkBandwidthRange);
+  const json& require(const json& obj, const std::string& path, const std::string& key,
+                      const std::string& what) const override {
+    return r_.require(obj, path, key, what);
   }
-  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
-}
+  void require_object(const json& v, const std::string& path, const std::string& what) const override {
+    r_.require_object(v, path, what);
+  }
+  int required_int(const json& obj, const std::string& path, const std::string& key) const override {
+    return r_.required_int(obj, path, key);
+  }
+  int optional_int(const json& obj, const std::string& path, const std::string& key, int dflt) const override {
+    return r_.optional_int(obj, path, key, dflt);
+  }
+  bool required_annotated_bool(const json& obj, const std::string& path, const std::string& key) const override {
+    return r_.required_annotated_bool(obj, path, key);
+  }
+  double required_positive(const json& obj, const std::string& path, const std::string& key) const override {
+    return r_.required_number(obj, path, key, NumKind::positive);
+  }
+  double required_fraction(const json& obj, const std::string& path, const std::string& key) const override {
+    return r_.required_number(obj, path, key, NumKind::fraction);
+  }
+  double required_ranged(const json& obj, const std::string& path, const std::string& key,
+                         const PhysicalRange& range) const override {
+    return r_.required_ranged(obj, path, key, range);
+  }
+  void read_device(const json& m, const std::string& path, MachineSpec& s) const override {
+    exasim::read_device(r_, m, path, s);
+  }
+  void check_checkpoint_write_Bps(const json& m, const std::string& path) const override {
+    exasim::check_checkpoint_write_Bps(r_, m, path);
+  }
+
+ private:
+  const Reader& r_;
+};
 
 // Ranks are numbered in 32 bits: a machine of more devices is refused (no product wraps around).
-void check_device_count(const Reader& r, const std::string& path, const MachineSpec& s) {
+void check_device_count(const Reader& r, const std::string& path, const MachineFamily& family, const MachineSpec& s) {
   const long long n = s.device_count();
   if (n <= INT_MAX) return;
-  const bool sunway = s.family == "sunway", gpu = s.family == "gpu_cluster";
-  const std::string key = sunway ? "supernodes" : gpu ? "nodes" : "torus_y";
-  const std::string product = sunway ? std::to_string(s.supernodes) + " supernodes x " +
-                                           std::to_string(s.nodes_per_supernode) + " nodes"
-                              : gpu ? std::to_string(s.gpu.nodes) + " nodes x " + std::to_string(s.gpu.gpus_per_node) +
-                                          " GPUs"
-                                    : std::to_string(s.torus.x) + " x " + std::to_string(s.torus.y) + " chips";
-  r.fail(child(path, key), "expected at most " + std::to_string(INT_MAX) + " devices in the machine (ranks are 32-bit), got " +
-                               product + " = " + std::to_string(n));
+  r.fail(child(path, family.count_key), "expected at most " + std::to_string(INT_MAX) +
+                                            " devices in the machine (ranks are 32-bit), got " +
+                                            family.device_product(s) + " = " + std::to_string(n));
 }
 
+// The family (topologies/machine_families.hpp) reads its own keys; name, description and sources here.
 MachineSpec read_machine_object(const Reader& r, const json& m, const std::string& path) {
   r.require_object(m, path, "a machine object");
-  static const char* const families[] = {"sunway", "gpu_cluster", "torus"};
+  const std::vector<MachineFamily>& families = machine_families();
+  std::vector<std::string> names;
+  for (const MachineFamily& f : families) names.push_back(f.name);
+  const MachineFamily& family = families[static_cast<size_t>(r.enum_value(m, path, "family", names, -1))];
   MachineSpec s;
-  s.family = families[r.enum_value(m, path, "family", {families[0], families[1], families[2]}, -1)];
-  if (s.family == "gpu_cluster")
-    read_gpu_cluster(r, m, path, s);
-  else if (s.family == "torus")
-    read_torus(r, m, path, s);
-  else
-    read_sunway(r, m, path, s);
-  check_device_count(r, path, s);
+  s.family = family.name;
+  family.read(FamilyReader(r), m, path, s);
+  check_device_count(r, path, family, s);
   s.name = r.required_string(m, path, "name");
   r.optional_string(m, path, "description");
   read_sources(r, m, path);

@@ -1,5 +1,7 @@
 #include "topologies/fat_tree.hpp"
 
+#include "topologies/machine_reader.hpp"
+
 #include <algorithm>
 #include <boost/range/iterator_range.hpp>
 #include <map>
@@ -137,6 +139,59 @@ int adopt_multi_ring_collectives(Workload& w, const FatTreeNetwork& net) {
       ++rewritten;
     }
   return rewritten;
+}
+
+// --- the gpu_cluster family's machine file (topologies/machine_reader.hpp)
+
+namespace {
+
+// "fat_tree": {nodes_per_leaf_group, leaf_groups_per_spine_group, rail_optimized, leaf_taper, spine_taper}.
+void read_fat_tree(const MachineReader& r, const nlohmann::json& m, const std::string& path, GpuClusterSpec& g) {
+  const std::string p = MachineReader::key_path(path, "fat_tree");
+  const nlohmann::json& f = r.require(m, path, "fat_tree", "a fat_tree object");
+  r.require_object(f, p, "a fat_tree object");
+  r.check_keys(f, p, {"nodes_per_leaf_group", "leaf_groups_per_spine_group", "rail_optimized", "leaf_taper", "spine_taper"});
+  g.nodes_per_leaf_group = r.required_int(f, p, "nodes_per_leaf_group");
+  g.leaf_groups_per_spine_group = r.required_int(f, p, "leaf_groups_per_spine_group");
+  g.rail_optimized = r.required_annotated_bool(f, p, "rail_optimized");
+  g.leaf_taper = r.required_positive(f, p, "leaf_taper");
+  g.spine_taper = r.required_positive(f, p, "spine_taper");
+}
+
+// Optional: what optimizer offload needs (both or neither).
+void read_host(const MachineReader& r, const nlohmann::json& m, const std::string& path, MachineSpec& s) {
+  const bool link = MachineReader::has(m, "host_link_Bps"), memory = MachineReader::has(m, "host_memory_Bps");
+  if (link != memory)
+    r.fail(MachineReader::key_path(path, link ? "host_memory_Bps" : "host_link_Bps"),
+           "missing (expected a positive number: host_link_Bps and host_memory_Bps go together)");
+  if (!link) return;
+  s.host_link_Bps = r.required_ranged(m, path, "host_link_Bps", kLinkBandwidthRange);
+  s.host_memory_Bps = r.required_ranged(m, path, "host_memory_Bps", kDeviceBandwidthRange);
+}
+
+}  // namespace
+
+void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, const std::string& path, MachineSpec& s) {
+  r.check_keys(m, path,
+               {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
+                "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
+                "checkpoint_write_Bps", "sources"});
+  r.check_checkpoint_write_Bps(m, path);
+  GpuClusterSpec& g = s.gpu;
+  g.nodes = r.required_int(m, path, "nodes");
+  g.gpus_per_node = r.required_int(m, path, "gpus_per_node");
+  g.gpus_per_nic = r.optional_int(m, path, "gpus_per_nic", 1);
+  if (g.gpus_per_node % g.gpus_per_nic != 0)
+    r.fail(MachineReader::key_path(path, "gpus_per_nic"), "expected a divisor of gpus_per_node (" +
+                                                              std::to_string(g.gpus_per_node) + "), got " +
+                                                              std::to_string(g.gpus_per_nic));
+  r.read_device(m, path, s);
+  g.nvlink_Bps = r.required_ranged(m, path, "nvlink_Bps", kLinkBandwidthRange);
+  g.nvlink_latency_s = r.required_ranged(m, path, "nvlink_latency_s", kLatencyRange);
+  g.nic_Bps = r.required_ranged(m, path, "nic_Bps", kLinkBandwidthRange);
+  read_fat_tree(r, m, path, g);
+  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
+  read_host(r, m, path, s);
 }
 
 }  // namespace exasim

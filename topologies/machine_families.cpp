@@ -2,9 +2,26 @@
 
 #include "topologies/fat_tree.hpp"
 #include "topologies/inner_level_classes.hpp"
+#include "topologies/machine_reader.hpp"
 #include "topologies/torus.hpp"
 
 namespace exasim {
+
+const std::vector<MachineFamily>& machine_families() {
+  static const std::vector<MachineFamily> families{
+      {"sunway", read_sunway_machine, "supernodes",
+       [](const MachineSpec& s) {
+         return std::to_string(s.supernodes) + " supernodes x " + std::to_string(s.nodes_per_supernode) + " nodes";
+       }},
+      {"gpu_cluster", read_gpu_cluster_machine, "nodes",
+       [](const MachineSpec& s) {
+         return std::to_string(s.gpu.nodes) + " nodes x " + std::to_string(s.gpu.gpus_per_node) + " GPUs";
+       }},
+      {"torus", read_torus_machine, "torus_y",
+       [](const MachineSpec& s) { return std::to_string(s.torus.x) + " x " + std::to_string(s.torus.y) + " chips"; }},
+  };
+  return families;
+}
 
 // The report's "machine" object: each family's own fields.
 nlohmann::json machine_report_json(const MachineSpec& m) {

@@ -1,5 +1,7 @@
 #include "topologies/sunway.hpp"
 
+#include "topologies/machine_reader.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -47,6 +49,35 @@ int SunwayNetwork::domain_of(int kind, int node) const {
 
 std::string SunwayNetwork::node_name(int node) const {
   return "sn" + std::to_string(supernode_of(node)) + ".n" + std::to_string(node % nodes_per_sn_);
+}
+
+// The sunway family's machine file (topologies/machine_reader.hpp).
+void read_sunway_machine(const MachineReader& r, const nlohmann::json& m, const std::string& path, MachineSpec& s) {
+  r.check_keys(m, path,
+               {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
+                "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
+                "eager_limit_bytes", "eager_copy_Bps", "checkpoint_write_Bps", "sources"});
+  r.check_checkpoint_write_Bps(m, path);
+  s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
+  s.supernodes = r.required_int(m, path, "supernodes");
+  s.core_groups_per_node = r.required_int(m, path, "core_groups_per_node");
+  r.read_device(m, path, s);
+  s.noc_Bps = r.required_ranged(m, path, "noc_Bps", kLinkBandwidthRange);
+  s.upper_level_bandwidth_ratio = r.required_fraction(m, path, "upper_level_bandwidth_ratio");
+  s.node_injection_Bps = r.required_ranged(m, path, "node_injection_Bps", kLinkBandwidthRange);
+  // Optional: without it a message costs its sender nothing beyond latency and bytes.
+  if (MachineReader::has(m, "message_overhead_s"))
+    s.message_overhead_s = r.required_ranged(m, path, "message_overhead_s", kMessageOverheadRange);
+  // Optional, together: MPI's eager protocol (Network::eager_copy_s); without them no message is copied.
+  const bool limit = MachineReader::has(m, "eager_limit_bytes"), rate = MachineReader::has(m, "eager_copy_Bps");
+  if (limit != rate)
+    r.fail(MachineReader::key_path(path, limit ? "eager_copy_Bps" : "eager_limit_bytes"),
+           "expected eager_limit_bytes and eager_copy_Bps together (the eager protocol's limit and its copy rate)");
+  if (limit) {
+    s.eager_limit_bytes = r.required_ranged(m, path, "eager_limit_bytes", kEagerLimitRange);
+    s.eager_copy_Bps = r.required_ranged(m, path, "eager_copy_Bps", kLinkBandwidthRange);
+  }
+  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
 }
 
 }  // namespace exasim

@@ -1,5 +1,7 @@
 #include "topologies/torus.hpp"
 
+#include "topologies/machine_reader.hpp"
+
 #include <boost/range/iterator_range.hpp>
 #include <map>
 #include <stdexcept>
@@ -93,6 +95,18 @@ int adopt_torus_collectives(Workload& w, const TorusNetwork& net) {
       }
     }
   return rewritten;
+}
+
+// The torus family's machine file (topologies/machine_reader.hpp).
+void read_torus_machine(const MachineReader& r, const nlohmann::json& m, const std::string& path, MachineSpec& s) {
+  r.check_keys(m, path, {"name", "family", "description", "torus_x", "torus_y", "device", "link_Bps", "link_latency_s",
+                         "checkpoint_write_Bps", "sources"});
+  r.check_checkpoint_write_Bps(m, path);
+  s.torus.x = r.required_int(m, path, "torus_x");
+  s.torus.y = r.required_int(m, path, "torus_y");
+  r.read_device(m, path, s);
+  s.torus.link_Bps = r.required_ranged(m, path, "link_Bps", kLinkBandwidthRange);
+  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
 }
 
 }  // namespace exasim

@@ -5,12 +5,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "app/embedded.hpp"
 #include "app/scenario.hpp"
 #include "topologies/fat_tree.hpp"
+#include "topologies/machine_families.hpp"
 #include "topologies/network_factory.hpp"
 #include "topologies/sunway.hpp"
 #include "topologies/torus.hpp"
@@ -223,4 +225,22 @@ TEST_CASE("machine families: plans larger than the machine say its device word, 
   const auto [mpath, mmsg] = error_of(moda);
   CHECK(mpath == "/plan/layout");
   CHECK(has(mmsg, "gpu_cluster"));
+}
+
+// The registry app/scenario.cpp iterates (topologies/machine_families.hpp): the parser's family list
+// and its order, one shipped machine file per family at least, and the overflow message's product.
+TEST_CASE("machine_families: the registry lists each family once, each with a shipped machine file") {
+  std::vector<std::string> names;
+  for (const MachineFamily& f : machine_families()) names.push_back(f.name);
+  CHECK(names == std::vector<std::string>{"sunway", "gpu_cluster", "torus"});
+  std::map<std::string, int> files_of;
+  for (const auto& [path, text] : embedded_files())
+    if (path.rfind("topologies/machines/", 0) == 0) ++files_of[json::parse(text).at("family").get<std::string>()];
+  for (const std::string& n : names) CHECK_MESSAGE(files_of[n] > 0, n);
+  CHECK(files_of.size() == names.size());  // no machine file of an unregistered family
+  MachineSpec s;
+  s.torus.x = 3;
+  s.torus.y = 5;
+  CHECK(machine_families()[2].device_product(s) == "3 x 5 chips");
+  CHECK(std::string(machine_families()[2].count_key) == "torus_y");
 }
