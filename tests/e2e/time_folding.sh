@@ -58,6 +58,12 @@ for i, (f, s) in enumerate(pipelined):
         folded_count += 1
         assert tf["simulated_micro_batches"] < tf["micro_batches"], f
         assert folded["sim"]["flows"] < full["sim"]["flows"], f
+# --fidelity exhaustive always replays every micro-batch.
+out = os.path.join(tmp, "exhaustive")
+r = subprocess.run([exe, "run", "tests/golden/scenarios/gpu-pipeline-1f1b-h100.json", "--fidelity", "exhaustive",
+                    "--out", out], capture_output=True, text=True)
+assert r.returncode == 0, r.stderr
+assert "time_folding" not in json.load(open(os.path.join(out, "report.json")))["sim"], "exhaustive folded in time"
 assert folded_count >= 5, f"expected most shipped pipelined scenarios to fold in time, {folded_count} did"
 print(f"{len(pipelined)} pipelined scenarios, {folded_count} folded in time, worst step-time difference {100 * worst:.2e} %")
 PY
