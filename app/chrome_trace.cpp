@@ -127,12 +127,17 @@ std::string chrome_trace_json(const Prediction& p, const TraceOptions& o) {
       emit({{"ph", "M"}, {"pid", pid}, {"tid", kCommunicationTidBase + i}, {"name", "thread_name"},
             {"args", {{"name", i == 0 ? std::string("communication") : fmt::format("communication (overlap {})", i)}}}});
   }
-  const json meta{{"scenario", p.scenario.name},
-                  {"step_time_s", p.step_time_s},
-                  {"fidelity", to_string(p.sim.fidelity)},
-                  {"simulated_ranks", p.sim.ranks.size()},
-                  {"ranks", p.ranks},
-                  {"time_unit", "microseconds of simulated time"}};
+  json meta{{"scenario", p.scenario.name},
+            {"step_time_s", p.step_time_s},
+            {"fidelity", to_string(p.sim.fidelity)},
+            {"simulated_ranks", p.sim.ranks.size()},
+            {"ranks", p.ranks},
+            {"time_unit", "microseconds of simulated time"}};
+  // Folded in time: the trace shows the simulated micro-batches' step, shorter than step_time_s.
+  if (p.folded_in_time())
+    meta["time_folding"] = {{"micro_batches", p.micro_batches},
+                            {"simulated_micro_batches", p.window.simulated},
+                            {"traced_step_time_s", p.simulated_step_time_s}};
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":" + meta.dump() + "}\n";
   return out;
 }

@@ -92,6 +92,10 @@ void take_transformer_workload(TransformerWorkload& tw, Prediction& p) {
   p.model_flops = tw.model_flops;
   p.tokens_per_s = tw.tokens_per_step;
   p.memory = tw.memory;
+  p.window = tw.window;
+  p.micro_batches = tw.micro_batches;
+  p.measured = std::move(tw.measured);
+  p.item_ops_end = std::move(tw.item_ops_end);
 }
 
 // Goodput of a scenario with a "resilience" block, from the simulated step.
@@ -118,6 +122,53 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
   } catch (const FaultError& e) {
     throw ScenarioError(sc.file, "/faults" + e.path, e.what());
   }
+}
+
+// Steady-state folding in time applies to simulated (not analytic) folded runs of a general
+// plan, unless the scenario asks for every micro-batch.
+bool folds_in_time(const Scenario& sc, const PredictOptions& o) {
+  return sc.fidelity == Fidelity::folded && !sc.every_micro_batch && !o.analytic && !o.memory_only;
+}
+
+// One steady period's spacing: on each simulated rank of stage 0, the end of the second measured
+// micro-batch's last backward item less the first's; the largest (in the steady state they agree).
+double steady_spacing_s(Prediction& p) {
+  double spacing = 0;
+  for (const SimulatedRank& r : p.sim.ranks)
+    for (const TransformerWorkload::MeasuredItems& m : p.measured) {
+      if (r.program != m.program) continue;
+      auto end_of = [&](long begin, long end) {
+        double t = 0;
+        for (long v = begin; v < end; ++v) t = std::max(t, r.ops.at(v).end_s);
+        return t;
+      };
+      const double second = end_of(m.second_begin, m.second_end);
+      if (second - end_of(m.first_begin, m.first_end) > spacing) {
+        spacing = second - end_of(m.first_begin, m.first_end);
+        p.measured_end_s = second;
+      }
+    }
+  return spacing;
+}
+
+// The step of all micro-batches: the simulated step plus (m - simulated) / period steady
+// spacings. The breakdowns and the critical path count the slowest rank's timeline with its last
+// measured period, (second's end - spacing, second's end] on stage 0's clock (every stage is in its
+// steady state then), repeated that many more times; the compute use counts each micro-batch's ops
+// m / simulated times (every micro-batch computes the same).
+void extend_in_time(Prediction& p, const StepGraph& slow_program, const SimulatedRank& slow,
+                    const ProfileCostModel& cost) {
+  p.simulated_step_time_s = p.sim.step_time_s;
+  p.steady_spacing_s = steady_spacing_s(p);
+  const double periods = double(p.micro_batches - p.window.simulated) / p.window.period;
+  p.step_time_s = p.simulated_step_time_s + periods * p.steady_spacing_s;
+  const TimeRepeat repeat{p.measured_end_s - p.steady_spacing_s, p.measured_end_s, periods};
+  p.breakdown = breakdown_of(slow_program, slow, repeat);
+  p.breakdown_kind = breakdown_by_kind(slow_program, slow, repeat);
+  p.critical = critical_path(slow_program, slow, repeat);
+  p.compute_use = compute_by_kernel_class(slow_program, cost, cost.device(),
+                                          static_cast<OpId>(p.item_ops_end.at(slow.program)),
+                                          double(p.micro_batches) / p.window.simulated);
 }
 
 }  // namespace
@@ -157,7 +208,8 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     if (!o.memory_only) check_fits_before_building(sc);
     TransformerWorkload tw;
     try {
-      tw = build_transformer_workload(sc.model, sc.training, sc.parallel, sc.machine.cores_per_device);
+      tw = build_transformer_workload(sc.model, sc.training, sc.parallel, sc.machine.cores_per_device,
+                                      folds_in_time(sc, o));
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
@@ -185,6 +237,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   p.compute_use = compute_by_kernel_class(slow_program, cost, cost.device());
   p.host_efficiency = o.host->describe();
   p.step_time_s = p.sim.step_time_s;
+  if (p.folded_in_time()) extend_in_time(p, slow_program, slow, cost);
   p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;
   p.model_pflops = p.model_flops / p.step_time_s / 1e15;
   p.tokens_per_s /= p.step_time_s;
@@ -447,6 +500,12 @@ void sim_report(const Prediction& p, json& r) {
               {"routes", p.sim.stats.routes},
               {"network_model", p.analytic ? "closed-form alpha-beta per collective and transfer, no contention"
                                            : "SimGrid CM02, TCP-gamma 0, cross-traffic off"}};
+  if (p.folded_in_time())
+    r["sim"]["time_folding"] = {{"micro_batches", p.micro_batches},
+                                {"simulated_micro_batches", p.window.simulated},
+                                {"period_micro_batches", p.window.period},
+                                {"simulated_step_time_s", p.simulated_step_time_s},
+                                {"steady_period_s", p.steady_spacing_s}};
 }
 
 }  // namespace
@@ -649,6 +708,11 @@ std::string memory_and_costs_text(const Prediction& p) {
   if (p.analytic) s += "  analytic estimate (closed-form alpha-beta, no contention), not a simulation\n";
   s += fmt::format("  simulated: {} fidelity, {} ranks standing for {}, {} flows\n", to_string(p.sim.fidelity),
                    p.sim.stats.simulated_ranks, p.ranks, p.sim.stats.flows);
+  if (p.folded_in_time())
+    s += fmt::format("  folded in time: {} of {} micro-batches simulated (warm-up, steady state, drain), the step "
+                     "extended by {} steady periods of {:.4f} s\n",
+                     p.window.simulated, p.micro_batches, (p.micro_batches - p.window.simulated) / p.window.period,
+                     p.steady_spacing_s);
   return s;
 }
 

@@ -50,6 +50,17 @@ struct Prediction {
   std::optional<GoodputResult> goodput;
   // Scenarios with "faults": the faults applied (topologies/faults.hpp).
   std::optional<AppliedFaults> faults;
+  // Steady-state folding in time (models/pipeline_schedule.hpp): the step graphs hold
+  // window.simulated of the plan's micro_batches; the step time, breakdowns, critical path and
+  // compute use are extended to all of them (see extend_in_time in app/pipeline.cpp).
+  SteadyStateWindow window;
+  int micro_batches = 0;
+  std::vector<TransformerWorkload::MeasuredItems> measured;
+  std::vector<long> item_ops_end;
+  double simulated_step_time_s = 0;  // the simulated micro-batches' step
+  double steady_spacing_s = 0;       // one period's spacing on stage 0
+  double measured_end_s = 0;         // when the measured period ended (stage 0's second micro-batch)
+  bool folded_in_time() const { return window.folded(micro_batches); }
 };
 
 struct PredictOptions {

@@ -1124,13 +1124,15 @@ std::optional<FaultSpec> read_faults(const Reader& r, const json& root, const Ma
   return f;
 }
 
-Fidelity read_engine(const Reader& r, const json& root) {
+// "engine": the fidelity, and "every_micro_batch" (true: no steady-state folding in time).
+void read_engine(const Reader& r, const json& root, Scenario& s) {
   const json* e = Reader::find(root, "engine");
-  if (!e) return Fidelity::folded;
+  if (!e) return;
   const std::string path = "/engine";
   r.require_object(*e, path, "an engine object");
-  r.check_keys(*e, path, {"fidelity"});
-  return r.choice(*e, path, "fidelity", {Fidelity::folded, Fidelity::exhaustive}, std::optional(Fidelity::folded));
+  r.check_keys(*e, path, {"fidelity", "every_micro_batch"});
+  s.fidelity = r.choice(*e, path, "fidelity", {Fidelity::folded, Fidelity::exhaustive}, std::optional(Fidelity::folded));
+  if (Reader::find(*e, "every_micro_batch")) s.every_micro_batch = r.required_bool(*e, path, "every_micro_batch");
 }
 
 }  // namespace
@@ -1177,7 +1179,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     s.training = read_convnet_training(r, root);
     s.parallel = read_convnet_plan(r, root);
     read_torus_slice(r, root, s);
-    s.fidelity = read_engine(r, root);
+    read_engine(r, root, s);
     s.resilience = read_resilience(r, root, s.machine);
     s.faults = read_faults(r, root, s.machine);
     check_plan_rules(r, s);
@@ -1193,7 +1195,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
   } else {
     s.plan = read_plan(r, root);
   }
-  s.fidelity = read_engine(r, root);
+  read_engine(r, root, s);
   s.resilience = read_resilience(r, root, s.machine);
   s.faults = read_faults(r, root, s.machine);
   check_plan_rules(r, s);

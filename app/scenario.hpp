@@ -59,6 +59,9 @@ struct Scenario {
   PlanSpec plan;
   ParallelPlan parallel;
   Fidelity fidelity = Fidelity::folded;
+  // "engine": {"every_micro_batch": true}: a pipelined plan's step is simulated micro-batch by
+  // micro-batch even when folded (no steady-state folding in time: models/pipeline_schedule.hpp).
+  bool every_micro_batch = false;
   // "resilience": failures, checkpoints and restarts (models/goodput.hpp); the machine's
   // checkpoint_write_Bps is read with it.
   std::optional<ResilienceSpec> resilience;

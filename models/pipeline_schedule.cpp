@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace exasim {
 
@@ -51,6 +52,40 @@ std::vector<PipelineItem> pipeline_order(PipelineSchedule schedule, int p, int m
     }
   }
   return out;
+}
+
+namespace {
+// The last two micro-batches, `period` apart, whose final backward item on stage 0 is followed by
+// a forward item (steady state) in an order of `m` micro-batches; {-1, -1} when there are none.
+std::pair<int, int> last_steady_pair(const std::vector<PipelineItem>& order, int period) {
+  size_t last_forward = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i].forward) last_forward = i;
+  int second = -1;
+  for (size_t i = 0; i < last_forward; ++i)
+    if (!order[i].forward && order[i].chunk == 0) second = std::max(second, order[i].micro_batch);
+  if (second - period < 0) return {-1, -1};
+  return {second - period, second};
+}
+}  // namespace
+
+SteadyStateWindow steady_state_window(PipelineSchedule schedule, int p, int m, int v) {
+  SteadyStateWindow w;
+  w.simulated = m;
+  if (schedule == PipelineSchedule::gpipe || p < 2) return w;
+  w.period = schedule == PipelineSchedule::interleaved ? p : 1;
+  // The fewest micro-batches (a multiple of the period, at least p) whose measured pair comes after
+  // kSettlingPeriods steady periods, and that still leave a period out.
+  for (int sim = p; sim + w.period <= m; sim += w.period) {
+    if ((m - sim) % w.period != 0) continue;
+    const auto [first, second] = last_steady_pair(pipeline_order(schedule, p, sim, v, 0), w.period);
+    if (first < kSettlingPeriods * w.period) continue;
+    w.simulated = sim;
+    w.first = first;
+    w.second = second;
+    break;
+  }
+  return w;
 }
 
 }  // namespace exasim

@@ -33,4 +33,26 @@ struct PipelineItem {
 std::vector<PipelineItem> pipeline_order(PipelineSchedule schedule, int stages, int micro_batches, int chunks,
                                          int stage);
 
+// Steady-state folding in time. In 1F1B's and the interleaved schedule's steady state every stage
+// repeats the same items every `period` micro-batches (1; interleaved: p, one group of p
+// micro-batches per chunk round), so one more period of micro-batches delays everything after it
+// (the drain, the gradient reduction, the update) by the same time: the spacing, on stage 0,
+// between the ends of two steady micro-batches `period` apart. A step of m micro-batches is then
+// simulated with `simulated` of them (warm-up, a few steady periods, drain: all in full) and its
+// time extended by (m - simulated) / period such spacings, measured between micro-batches `first`
+// and `second` (= first + period), the last two whose final backward item (chunk 0) on stage 0 is
+// followed by a forward. GPipe (no steady alternation: its forward and backward phases would need
+// two spacings) and plans too short to save a period are simulated in full (simulated = m).
+struct SteadyStateWindow {
+  int simulated = 0;
+  int period = 1;
+  int first = -1, second = -1;
+  bool folded(int micro_batches) const { return simulated < micro_batches; }
+};
+// Steady periods simulated before the measured pair: the transient after the warm-up (stages of
+// unequal cost settle into the bottleneck's rhythm) must be over by then. Checked against the full
+// replay of every shipped pipelined scenario (tests/unit/time_folding_test.cpp: within 0.1 %).
+constexpr int kSettlingPeriods = 1;
+SteadyStateWindow steady_state_window(PipelineSchedule schedule, int stages, int micro_batches, int chunks);
+
 }  // namespace exasim

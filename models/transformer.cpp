@@ -105,8 +105,10 @@ KernelShape per_core(KernelShape g, int cores, int token_dim) {
 class StageBuilder {
  public:
   // layers: the model's (chunks may differ by one layer: layers_on_chunk).
-  StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers)
+  // micro_batches: the ones built (fewer than the plan's when folded in time).
+  StageBuilder(StepGraph& g, const Dims& x, const ParallelPlan& plan, int stage, int layers, int micro_batches)
       : b_(g), x_(x), plan_(plan), stage_(stage), layers_(layers), vt_(plan.pipeline * plan.virtual_stages),
+        micro_batches_(micro_batches),
         qkv_(tensor_linear(x.tl, x.T, x.d, x.d + 2 * x.kv * x.dh(), x.ea, Linear1D::column)),
         proj_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::row)),
         ffn1_(tensor_linear(x.tl, x.T, x.d, (x.swiglu ? 2 : 1) * x.ff, x.ef, Linear1D::column)),
@@ -132,7 +134,7 @@ class StageBuilder {
     } else {
       if (vs < vt_ - 1) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
       if (vs == vt_ - 1) head_backward();
-      const bool last_micro_batch = it.micro_batch == plan_.micro_batches() - 1;
+      const bool last_micro_batch = it.micro_batch == micro_batches_ - 1;
       for (int l = chunk_layers(vs) - 1; l >= 0; --l) {
         const int layer = layer_index(vs, l);
         if (plan_.recompute == Recompute::full) layer_forward(layer, Phase::backward, true);
@@ -173,6 +175,7 @@ class StageBuilder {
 
   double executed_flops() const { return b_.executed_flops(); }
   double model_flops() const { return b_.model_flops(); }
+  long ops() const { return b_.ops(); }
 
  private:
   // Encoder-decoder: the first decoder layer, where the encoder's output gets its final layer
@@ -1004,6 +1007,7 @@ class StageBuilder {
   const Dims& x_;
   const ParallelPlan& plan_;
   int stage_, layers_, vt_;
+  int micro_batches_;
   long last_ = -1;
   std::vector<long> joins_;  // collectives the next op waits for besides last_
   TensorLinear qkv_, proj_, ffn1_, ffn2_, logits_, cross_q_, cross_kv_;
@@ -1061,10 +1065,28 @@ DeviceMemory transformer_plan_memory(const ModelSpec& m, const TrainingSpec& t, 
   return worst_stage_memory(mm, t, plan);
 }
 
+namespace {
+// A stage's items in order; on stage 0 under a folded window, the op ids of the measured
+// micro-batches' last backward items (chunk 0: the micro-batch's last on the device).
+void build_items(StageBuilder& sb, TransformerWorkload& out, int program, int stage,
+                 const std::vector<PipelineItem>& order) {
+  const SteadyStateWindow& w = out.window;
+  TransformerWorkload::MeasuredItems measured{program};
+  for (const PipelineItem& it : order) {
+    const long begin = sb.ops();
+    sb.item(it);
+    if (it.forward || it.chunk != 0) continue;
+    if (it.micro_batch == w.first) measured.first_begin = begin, measured.first_end = sb.ops();
+    if (it.micro_batch == w.second) measured.second_begin = begin, measured.second_end = sb.ops();
+  }
+  if (stage == 0 && w.folded(out.micro_batches)) out.measured.push_back(measured);
+}
+}  // namespace
+
 TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan,
-                                               int cores_per_device) {
+                                               int cores_per_device, bool fold_in_time) {
   check_transformer_plan(m, t, plan);
-  return build_placed_transformer_workload(m, t, plan, cores_per_device);
+  return build_placed_transformer_workload(m, t, plan, cores_per_device, fold_in_time);
 }
 
 namespace {
@@ -1149,7 +1171,8 @@ ExpertRowPrograms expert_row_programs(const ModelSpec& m, const ParallelPlan& pl
 }  // namespace
 
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const TrainingSpec& t,
-                                                      const ParallelPlan& plan, int cores_per_device) {
+                                                      const ParallelPlan& plan, int cores_per_device,
+                                                      bool fold_in_time) {
   // (the general rules are the caller's: check_transformer_plan, or MoDa's own; the family's here)
   if (auto problem = transformer_family_problem(m, t, plan, cores_per_device)) bad(problem->text());
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
@@ -1158,7 +1181,12 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   out.placement = place_plan(plan, out.workload);
   Dims x = transformer_dims(m, t, plan, layout);
 
-  const int mbs = plan.micro_batches();
+  out.micro_batches = plan.micro_batches();
+  out.window = fold_in_time ? steady_state_window(plan.schedule, plan.pipeline, out.micro_batches, plan.virtual_stages)
+                            : SteadyStateWindow{out.micro_batches};
+  const int mbs = out.window.simulated;
+  // Every micro-batch has the same flops: the ones not built are counted as the built ones.
+  const double unbuilt_per_built = double(out.micro_batches - mbs) / mbs;
   // Parameters as models/transformer_parameters.hpp counts them (Megatron's count per layer, dense
   // or MoE, encoder or decoder; a model without a vocabulary, BaGuaLu's MoDa, has no embedding).
   x.model = m;
@@ -1179,9 +1207,11 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     const int stage = prog / R, ri = prog % R;
     xs[ri].dropless = !m.dense() && m.dropless();
     xs[ri].dropless_rows = rows[ri];
-    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers());
-    for (const PipelineItem& it : pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage))
-      sb.item(it);
+    StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers(), mbs);
+    const double flops_before = sb.executed_flops(), model_flops_before = sb.model_flops();
+    build_items(sb, out, prog, stage, pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage));
+    const double item_flops = sb.executed_flops() - flops_before, item_model_flops = sb.model_flops() - model_flops_before;
+    out.item_ops_end.push_back(sb.ops());
     // Parameters on this device: its layers (1/t each) and, on the first and last virtual
     // stages' device, the (tied) embedding's share.
     const StageParameters here = stage_parameters(m, plan, stage);
@@ -1193,8 +1223,8 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
     sb.optimizer(dense, experts);
     const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas() * devices_with_rows[ri] / plan.expert;
-    out.executed_flops += sb.executed_flops() * ranks_per_stage;
-    out.model_flops += sb.model_flops() * ranks_per_stage;
+    out.executed_flops += (sb.executed_flops() + item_flops * unbuilt_per_built) * ranks_per_stage;
+    out.model_flops += (sb.model_flops() + item_model_flops * unbuilt_per_built) * ranks_per_stage;
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
   out.memory = transformer_plan_memory(m, t, plan, out.moe);

@@ -32,6 +32,7 @@
 #include "models/moe_routing.hpp"
 #include "models/moe_spec.hpp"
 #include "models/parallel_plan.hpp"
+#include "models/pipeline_schedule.hpp"
 #include "models/plan_placement.hpp"
 #include "sim/workload.hpp"
 
@@ -51,6 +52,18 @@ struct TransformerWorkload {
   // MoE models: the router's expected expert loads, each expert's capacity and the fraction of
   // routed token-slots dropped over capacity (models/moe_routing.hpp); empty loads when dense.
   MoeRouting moe;
+  // Steady-state folding in time (models/pipeline_schedule.hpp): the micro-batches the step graphs
+  // hold (window.simulated; the plan's micro_batches when not folded), and, per program of stage 0
+  // (by index in workload.programs), the op ids [begin, end) of the last backward item of the
+  // window's `first` and `second` micro-batches, whose ends measure the steady period.
+  SteadyStateWindow window;
+  int micro_batches = 1;
+  struct MeasuredItems {
+    int program = 0;
+    long first_begin = 0, first_end = 0, second_begin = 0, second_end = 0;
+  };
+  std::vector<MeasuredItems> measured;
+  std::vector<long> item_ops_end;  // per program: its micro-batches' ops are [0, item_ops_end)
 };
 
 // Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
@@ -58,8 +71,11 @@ struct TransformerWorkload {
 // cube for its mode, a micro-batch the token split does not divide, a batch that does not split).
 // `cores_per_device`: the device's cores split each token GEMM (a TPU v3 chip's two TensorCores).
 // Encoder-decoder models run without pipeline stages (pipeline_parallel 1).
+// `fold_in_time`: build only the micro-batches of steady_state_window (the caller extends the
+// step time: extended_step_time_s in app/pipeline.cpp); the flop counts stay the whole step's.
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
-                                               const ParallelPlan& plan, int cores_per_device = 1);
+                                               const ParallelPlan& plan, int cores_per_device = 1,
+                                               bool fold_in_time = false);
 
 // The checks build_transformer_workload starts with (same exceptions), without building anything.
 void check_transformer_plan(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
@@ -73,6 +89,7 @@ DeviceMemory transformer_plan_memory(const ModelSpec& model, const TrainingSpec&
 // layouts: models/moda_placement.hpp, checked by moda_plan_problem), so that the general plans'
 // rules (ParO and BaGuaLu's layer-wise precision belong to MoDa layouts) are not applied to it.
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
-                                                      const ParallelPlan& plan, int cores_per_device = 1);
+                                                      const ParallelPlan& plan, int cores_per_device = 1,
+                                                      bool fold_in_time = false);
 
 }  // namespace exasim

@@ -38,7 +38,8 @@ namespace {
 // last slot of the returned vector, which has `count` + 1 entries).
 template <class CategoryOf>
 std::vector<double> sweep_categories(const StepGraph& g, const SimulatedRank& r, int count,
-                                     const std::vector<int>& priority, CategoryOf category_of) {
+                                     const std::vector<int>& priority, CategoryOf category_of,
+                                     const TimeRepeat& repeat) {
   struct Ev {
     double t;
     int cat;
@@ -68,17 +69,17 @@ std::vector<double> sweep_categories(const StepGraph& g, const SimulatedRank& r,
           cat = c;
           break;
         }
-      acc[cat] += dt;
+      acc[cat] += repeat.weighted(now, e.t);
     }
     now = e.t;
     active[e.cat] += e.delta;
   }
-  if (end > now) acc[count] += end - now;
+  if (end > now) acc[count] += repeat.weighted(now, end);
   return acc;
 }
 }  // namespace
 
-Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
+Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r, const TimeRepeat& repeat) {
   check_program("breakdown_of", g, r);
   // Categories: 0 fwd compute, 1 fwd comm, 2 bwd compute, 3 bwd comm, 4 optimizer compute,
   // 5 optimizer comm. Compute before communication, so that what is left of communication is
@@ -88,11 +89,11 @@ Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r) {
   const auto acc = sweep_categories(g, r, kCount, priority, [](const Op& op) {
     const int base = op.phase == Phase::forward ? kFwdCompute : op.phase == Phase::backward ? kBwdCompute : kOptCompute;
     return base + (op.is_compute() ? 0 : 1);
-  });
+  }, repeat);
   return {acc[kFwdCompute], acc[kFwdComm], acc[kBwdCompute], acc[kBwdComm], acc[kOptCompute] + acc[kOptComm], acc[kCount]};
 }
 
-std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank& r) {
+std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank& r, const TimeRepeat& repeat) {
   check_program("breakdown_by_kind", g, r);
   // compute, the four collective kinds (in CollectiveKind order), point-to-point transfers.
   const int kinds = 6, transfer = 5;
@@ -102,7 +103,7 @@ std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank
     if (op.is_compute()) return 0;
     if (const auto* c = std::get_if<CollectiveWork>(&op.work)) return 1 + static_cast<int>(c->kind);
     return transfer;
-  });
+  }, repeat);
   std::vector<KindShare> out{{"compute", acc[0]}};
   for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_gather,
                            CollectiveKind::all_to_all})
@@ -112,7 +113,7 @@ std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank
   return out;
 }
 
-std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r) {
+std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r, const TimeRepeat& repeat) {
   check_program("critical_path", g, r);
   std::vector<CriticalItem> items;
   if (r.ops.empty()) return items;
@@ -122,7 +123,7 @@ std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank&
   std::map<std::pair<std::string, std::string>, size_t> index;
   while (true) {
     const Op& op = g[v];
-    const double dt = r.ops[v].end_s - r.ops[v].ready_s;
+    const double dt = repeat.weighted(r.ops[v].ready_s, r.ops[v].end_s);
     const auto key = std::make_pair(op.label, std::string(to_string(op.phase)));
     auto it = index.find(key);
     if (it == index.end()) {
@@ -145,18 +146,19 @@ std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank&
 }
 
 std::vector<KernelClassUse> compute_by_kernel_class(const StepGraph& g, const CostModel& cost,
-                                                    const DeviceProfile& device) {
+                                                    const DeviceProfile& device, OpId repeated_end, double repeats) {
   std::map<KernelClass, KernelClassUse> use;
   std::map<KernelClass, double> capacity;  // sum of time x class peak
   for (OpId v = 0; v < boost::num_vertices(g); ++v) {
     const auto* w = std::get_if<ComputeWork>(&g[v].work);
     if (!w) continue;
-    const double t = cost.compute_time_s(*w);
+    const double n = v < repeated_end ? repeats : 1;
+    const double t = cost.compute_time_s(*w) * n;
     KernelClassUse& u = use[w->kernel_class()];
     u.kernel_class = w->kernel_class();
     u.time_s += t;
-    u.flops += w->flops;
-    u.bytes += device.streamed_bytes(*w);  // what it moves on this device (fused: less)
+    u.flops += w->flops * n;
+    u.bytes += device.streamed_bytes(*w) * n;  // what it moves on this device (fused: less)
     capacity[w->kernel_class()] += t * device.class_peak(w->kernel_class(), w->precision);
   }
   std::vector<KernelClassUse> out;

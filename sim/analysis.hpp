@@ -1,5 +1,6 @@
 // What a simulated step's timeline says: where the time went and what was on the critical path.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -12,6 +13,18 @@ namespace exasim {
 // Every function that takes a StepGraph and a SimulatedRank reads the rank's timings against
 // the rank's own program: pass w.program(r.rank) (= w.programs[r.program]); a program whose op
 // count differs from the rank's timings throws std::invalid_argument.
+
+// A timeline that repeats: the instants in (from_s, to_s] count 1 + `times` times (a step whose
+// steady state was simulated for fewer periods than it runs: the functions below then describe
+// the whole step, as if the window had been replayed `times` more times; the default: no repeat).
+struct TimeRepeat {
+  double from_s = 0, to_s = 0;
+  double times = 0;
+  // The weighted length of [a, b].
+  double weighted(double a, double b) const {
+    return (b - a) + times * std::max(0.0, std::min(b, to_s) - std::max(a, from_s));
+  }
+};
 
 // Each instant of a rank's step goes to one category: compute beats communication (what is
 // left of communication is exposed; collectives and point-to-point transfers are
@@ -26,7 +39,7 @@ struct Breakdown {
            optimizer_s + idle_s;
   }
 };
-Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r);
+Breakdown breakdown_of(const StepGraph& g, const SimulatedRank& r, const TimeRepeat& repeat = {});
 
 // The same timeline by kind of work: "compute", each collective kind ("all_reduce",
 // "reduce_scatter", "all_gather", "all_to_all"), "point_to_point" and "idle"; an instant goes to
@@ -36,7 +49,7 @@ struct KindShare {
   std::string kind;
   double seconds = 0;
 };
-std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank& r);
+std::vector<KindShare> breakdown_by_kind(const StepGraph& g, const SimulatedRank& r, const TimeRepeat& repeat = {});
 
 struct CriticalItem {
   std::string label;
@@ -46,7 +59,7 @@ struct CriticalItem {
 };
 // Walks back from the rank's last op through the latest-finishing predecessor; sums each
 // op's time from ready to end by label; largest first.
-std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r);
+std::vector<CriticalItem> critical_path(const StepGraph& g, const SimulatedRank& r, const TimeRepeat& repeat = {});
 
 // One program's compute per kernel class (one rank's: pass its program), as the cost model costs it: the time, the work, and the
 // mean efficiency against the device's class peak (GEMMs: flops over time x peak flop/s of
@@ -56,8 +69,11 @@ struct KernelClassUse {
   double time_s = 0, flops = 0, bytes = 0;
   double mean_efficiency = 0;
 };
+// Ops [0, repeated_end) count `repeats` times each (a program that holds some of the step's
+// identical repetitions, e.g. micro-batches, stands for all of them).
 std::vector<KernelClassUse> compute_by_kernel_class(const StepGraph& g, const CostModel& cost,
-                                                    const DeviceProfile& device);
+                                                    const DeviceProfile& device, OpId repeated_end = 0,
+                                                    double repeats = 1);
 
 // The simulated rank that finished last.
 const SimulatedRank& slowest_rank(const SimResult& res);

@@ -292,3 +292,51 @@ TEST_CASE("placement of expert groups: 'expert' before 'data' keeps token exchan
   // The step graph is the same; only the groups move.
   CHECK(boost::num_vertices(a.workload.programs[0]) == boost::num_vertices(b.workload.programs[0]));
 }
+
+// Steady-state folding in time: 1F1B on p = 4, stage 0's order with s micro-batches is
+// F0 F1 F2, then F3 B0, F4 B1, ..., then the drain; a backward is steady when a forward follows
+// it. With 6: F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5, steady B0 B1: the pair (0, 1) has no settling
+// period before it. With 7: steady B0..B2, the pair (1, 2), after one period: 7 = p + 3.
+TEST_CASE("steady-state window: 1F1B, interleaved, GPipe and short plans") {
+  static_assert(kSettlingPeriods == 1, "the hand-derived windows below assume one settling period");
+  const SteadyStateWindow w = steady_state_window(PipelineSchedule::one_f_one_b, 4, 32, 1);
+  CHECK(w.folded(32));
+  CHECK(w.period == 1);
+  CHECK(w.simulated == 7);
+  CHECK(w.first == 1);
+  CHECK(w.second == 2);
+  // Every micro-batch built: a plan with no period to spare, GPipe, one stage.
+  CHECK_FALSE(steady_state_window(PipelineSchedule::one_f_one_b, 4, 7, 1).folded(7));
+  CHECK(steady_state_window(PipelineSchedule::one_f_one_b, 4, 8, 1).folded(8));
+  CHECK_FALSE(steady_state_window(PipelineSchedule::gpipe, 4, 64, 1).folded(64));
+  CHECK_FALSE(steady_state_window(PipelineSchedule::one_f_one_b, 1, 64, 1).folded(64));
+  // Interleaved, p = 4, v = 2: periods of p micro-batches, m - simulated a multiple of p.
+  const SteadyStateWindow iw = steady_state_window(PipelineSchedule::interleaved, 4, 64, 2);
+  CHECK(iw.period == 4);
+  CHECK(iw.simulated % 4 == 0);
+  CHECK(iw.simulated < 64);
+  CHECK(iw.second == iw.first + 4);
+  CHECK(iw.first >= 4);
+}
+
+TEST_CASE("steady-state window: the built step holds the window's micro-batches, the flops the whole step's") {
+  const ParallelPlan pl = plan(1, 1, 4, 1, 32, Recompute::none);
+  const TransformerWorkload full = build_transformer_workload(gpt(), half(), pl);
+  const TransformerWorkload folded = build_transformer_workload(gpt(), half(), pl, 1, true);
+  REQUIRE(folded.window.folded(32));
+  CHECK(full.micro_batches == 32);
+  CHECK(folded.micro_batches == 32);
+  CHECK(boost::num_vertices(folded.workload.programs[0]) < boost::num_vertices(full.workload.programs[0]));
+  CHECK(folded.executed_flops == doctest::Approx(full.executed_flops).epsilon(1e-12));
+  CHECK(folded.model_flops == doctest::Approx(full.model_flops).epsilon(1e-12));
+  // Stage 0's measured items: the first and second micro-batches' backward ops.
+  REQUIRE(folded.measured.size() == 1);
+  const auto& m = folded.measured[0];
+  CHECK(m.program == 0);
+  CHECK(m.first_begin < m.first_end);
+  CHECK(m.first_end <= m.second_begin);
+  CHECK(m.second_begin < m.second_end);
+  const StepGraph& g = folded.workload.programs[0];
+  CHECK(g[m.first_begin].name.rfind("mb1.", 0) == 0);
+  CHECK(g[m.second_end - 1].name.rfind("mb2.", 0) == 0);
+}
