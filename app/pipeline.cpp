@@ -157,7 +157,8 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     if (!o.memory_only) check_fits_before_building(sc);
     TransformerWorkload tw;
     try {
-      tw = build_transformer_workload(sc.model, sc.training, sc.parallel, sc.machine.cores_per_device);
+      tw = build_transformer_workload(sc.model, sc.training, sc.parallel, sc.machine.cores_per_device,
+                                      sc.machine.fuses_elementwise);
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }

@@ -58,8 +58,11 @@ struct TransformerWorkload {
 // cube for its mode, a micro-batch the token split does not divide, a batch that does not split).
 // `cores_per_device`: the device's cores split each token GEMM (a TPU v3 chip's two TensorCores).
 // Encoder-decoder models run without pipeline stages (pipeline_parallel 1).
+// `fused_optimizer_step`: a compiler that fuses element-wise ops (XLA on a TPU) runs the optimizer
+// step as one fused update, without Megatron-LM's passes around Adam (PrecisionPlan::main_grad_step).
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
-                                               const ParallelPlan& plan, int cores_per_device = 1);
+                                               const ParallelPlan& plan, int cores_per_device = 1,
+                                               bool fused_optimizer_step = false);
 
 // The checks build_transformer_workload starts with (same exceptions), without building anything.
 void check_transformer_plan(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
@@ -73,6 +76,7 @@ DeviceMemory transformer_plan_memory(const ModelSpec& model, const TrainingSpec&
 // layouts: models/moda_placement.hpp, checked by moda_plan_problem), so that the general plans'
 // rules (ParO and BaGuaLu's layer-wise precision belong to MoDa layouts) are not applied to it.
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
-                                                      const ParallelPlan& plan, int cores_per_device = 1);
+                                                      const ParallelPlan& plan, int cores_per_device = 1,
+                                                      bool fused_optimizer_step = false);
 
 }  // namespace exasim
