@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/graph_builder.hpp"
@@ -1091,10 +1092,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   x.s = t.seq_len;
   x.cp = plan.context;
   x.T = x.b * x.s / x.cp;
-  x.d = m.d_model;
-  x.h = m.heads;
-  x.ff = m.d_ff;
-  x.V = m.vocab;
+  std::tie(x.d, x.h, x.ff, x.V) = std::make_tuple(m.d_model, m.heads, m.d_ff, m.vocab);
   x.t = plan.tensor;
   x.tl = layout;
   x.tok = layout.token_split();
@@ -1109,6 +1107,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     x.ep = plan.expert;
   }
   x.pp = precision_plan(t.precision);
+  x.pp.main_grad_step = x.pp.main_grad_step && !fused_optimizer_step;
   x.gemm = x.pp.attn_gemm;
   x.storage = x.pp.attn_act;
   x.elementwise = x.pp.elementwise;
@@ -1129,7 +1128,6 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   // or MoE, encoder or decoder; a model without a vocabulary, BaGuaLu's MoDa, has no embedding).
   x.model = m;
   x.cores = cores_per_device;
-  if (fused_optimizer_step) x.pp.main_grad_step = false;
   out.parameters = transformer_parameters(m, x.s);
   if (!m.dense())
     for (int l = 0; l < m.total_layers(); ++l) out.expert_parameters += layer_expert_parameters(m, l);
