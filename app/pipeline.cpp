@@ -209,7 +209,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     TransformerWorkload tw;
     try {
       tw = build_transformer_workload(sc.model, sc.training, sc.parallel, sc.machine.cores_per_device,
-                                      folds_in_time(sc, o));
+                                      WorkloadBuild{sc.machine.fuses_elementwise, folds_in_time(sc, o)});
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }

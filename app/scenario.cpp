@@ -525,7 +525,8 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                  "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
-                 "cores_per_device", "compiler", "streaming_multiprocessors", "matrix_unit", "memory_tile", "sources"});
+                 "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "matrix_unit",
+                 "memory_tile", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -540,6 +541,8 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.memory_bytes = r.required_ranged(d, path, "memory_bytes", kDeviceMemoryRange);
   s.cores_per_device = r.optional_int(d, path, "cores_per_device", 1);
   s.streaming_multiprocessors = r.optional_int(d, path, "streaming_multiprocessors", 0);
+  if (Reader::find(d, "special_function_ops_per_s"))
+    s.special_function_ops_per_s = r.required_ranged(d, path, "special_function_ops_per_s", kDeviceFlopRateRange);
   read_compiler(r, d, path, s);
   read_matrix_unit(r, d, path, s);
   read_memory_tile(r, d, path, s);

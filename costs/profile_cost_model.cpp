@@ -33,6 +33,16 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // A device with a described matrix unit: a GEMM's shape efficiency is the unit's utilisation
   // at the shape (the host's BLAS blocks for a CPU's caches, not for a systolic array). A 16-bit
   // GEMM otherwise reads the host's surface at the shape half_gemm_host_shape gives.
+  // A softmax or GELU on a device with special function units: the host's rate at the shape is
+  // bound by its exp or tanh, which those units outrun; the memory traffic keeps the host's
+  // streaming efficiency for as many elements (a residual add's).
+  if (device_.evaluates_transcendentals(w.kernel)) {
+    const double elements = transcendental_elements(w.kernel, w.shape);
+    const double rel = host_->relative(Kernel::residual_add, host_precision,
+                                       KernelShape{{shape_dim(elements, "a streamed kernel's elements"), 0, 0}, 1});
+    return std::max({w.flops / peak, device_.streamed_bytes(w) / (device_.bandwidth_Bps(w.kernel_class()) * rel),
+                     device_.transcendental_time_s(w)});
+  }
   const bool matrix_unit = w.kernel_class() == KernelClass::gemm && device_.has_matrix_unit();
   const bool half_gemm = w.kernel_class() == KernelClass::gemm && w.precision == Precision::fp16;
   const double rel = matrix_unit ? device_.matrix_unit_utilisation(w.shape)

@@ -178,6 +178,15 @@ NominalWork batch_norm_pass_work(BatchNormPass pass, const KernelShape& s, Preci
   return {};
 }
 
+double transcendentals_per_element(Kernel k) {
+  return k == Kernel::softmax || k == Kernel::gelu ? 1.0 : 0.0;
+}
+
+double transcendental_elements(Kernel k, const KernelShape& s) {
+  if (k == Kernel::softmax) return double(s.dims[0]) * double(s.dims[1]);
+  return k == Kernel::gelu ? double(s.dims[0]) : 0.0;
+}
+
 double fused_bytes(Kernel k, const KernelShape& s, Precision p) {
   const double e = bytes_per_element(p);
   const double a = double(s.dims[0]), b = double(s.dims[1]);

@@ -106,6 +106,14 @@ struct NominalWork {
 };
 NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p);
 
+// The transcendental functions a kernel evaluates per element of its shape: softmax one exp,
+// GELU (tanh form) one tanh; 0 for the others. On the host these bound the kernel's rate (one
+// core's vector exp or tanh is slower than its share of memory bandwidth), on a GPU the special
+// function units evaluate them (DeviceProfile::special_function_ops_per_s). The elements are
+// rows x cols (softmax) or elements (GELU).
+double transcendentals_per_element(Kernel k);
+double transcendental_elements(Kernel k, const KernelShape& s);
+
 // Batch norm in training as XLA's BatchNormExpander writes it (and cuDNN runs it): each pass one
 // fusion over the rows x cols activation X, its ReLU (forward) or the ReLU's mask (backward,
 // recomputed from X and the statistics) folded in.

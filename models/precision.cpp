@@ -8,14 +8,19 @@ namespace exasim {
 PrecisionPlan precision_plan(PrecisionPolicy p) {
   constexpr Precision f64 = Precision::fp64, f32 = Precision::fp32, f16 = Precision::fp16;
   switch (p) {
-    case PrecisionPolicy::fp32: return {f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, 0.0, 0.0, false, f32, false};
+    case PrecisionPolicy::fp32:
+      return {f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, 0.0, 0.0, false, f32, false, false};
     case PrecisionPolicy::fp16:
+      return {f16, f32, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, false, f16, true, true};
     case PrecisionPolicy::bf16:
-    case PrecisionPolicy::fp8: return {f16, f32, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, false, f16, false};
-    case PrecisionPolicy::apex_o1: return {f16, f16, f16, f32, f32, f32, f32, f32, f32, f32, 0.0, 0.0, false, f16, true};
-    case PrecisionPolicy::apex_o2: return {f16, f16, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, true, f16, true};
+    case PrecisionPolicy::fp8:
+      return {f16, f32, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, false, f16, false, true};
+    case PrecisionPolicy::apex_o1:
+      return {f16, f16, f16, f32, f32, f32, f32, f32, f32, f32, 0.0, 0.0, false, f16, true, false};
+    case PrecisionPolicy::apex_o2:
+      return {f16, f16, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, true, f16, true, false};
     case PrecisionPolicy::mixed:  // layerwise
-      return {f16, f32, f16, f32, f16, f64, f16, f16, f32, f32, 4.0, 0.0, true, f32, true};
+      return {f16, f32, f16, f32, f16, f64, f16, f16, f32, f32, 4.0, 0.0, true, f32, true, false};
   }
   throw std::invalid_argument(std::string("precision \"") + to_string(p) +
                               "\" has no row: use fp32, fp16, bf16, apex_o1, apex_o2 or layerwise (\"mixed\")");

@@ -6,10 +6,12 @@
 //   fp32       everything in fp32
 //   fp16, bf16 Megatron-LM's mixed precision: GEMMs, activations, element-wise kernels, parameters
 //              and gradients in half, fp32 master weights and Adam state; the MoE gate in fp32.
-//              Megatron accumulates the gradients into fp32 main_grad buffers inside the backward
-//              pass and its optimizer copies the master weights back in its own fused step, so no
-//              separate unscale or copy pass (master_passes false). bf16 runs at the fp16 rate
-//              (A100 and H100 datasheets' dense peaks).
+//              Its optimizer step (Float16OptimizerWithFloat16Params.step, main_grad_step) runs
+//              passes of its own around Adam: the half gradients copied into fp32 main gradients,
+//              unscaled and checked for inf/NaN (fp16 only: bf16 has no grad scaler), read for
+//              their norm (clipping), the master weights copied back into the half weights, the
+//              gradient buffer zeroed. bf16 runs at the fp16 rate (A100 and H100 datasheets' dense
+//              peaks).
 //   apex_o1    autocast: GEMMs in half, their operands kept and cast from fp32, everything else fp32
 //              (parameters, gradients, element-wise kernels); no master copy
 //   apex_o2    almost everything in half (GEMMs, activations, element-wise kernels, parameters,
@@ -49,8 +51,10 @@ struct PrecisionPlan {
   // master passes the check is fused into the master-gradient pass (APEX's multi_tensor_scale
   // writes the fp32 master gradient and the overflow flag in one pass); without, it is its own
   // in-place pass over the gradient (read and write). Megatron's fp16 row leaves it in its
-  // optimizer's fused step (false).
+  // optimizer's step (main_grad_step), where fp16's grad scaler unscales the fp32 main gradients
+  // in a pass of their own (true) and bf16 has none (false).
   bool loss_scaling;
+  bool main_grad_step;  // Megatron-LM's optimizer passes around Adam (fp16, bf16, fp8 rows)
 };
 
 // Throws std::invalid_argument for a policy with no row.

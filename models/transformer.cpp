@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/graph_builder.hpp"
@@ -277,6 +278,26 @@ class StageBuilder {
                        Precision::fp32, elements(shard), 0, shard * (4 + param_bytes), {adam});
     return adam;
   }
+  // Megatron-LM's mixed-precision optimizer step (Float16OptimizerWithFloat16Params.step) on `shard`
+  // parameters, for the fp16, bf16 and fp8 rows (main_grad_step): the half gradients copied into fp32
+  // main gradients, those unscaled and checked for inf/NaN (fp16's dynamic loss scaling only:
+  // loss_scaling), read once for their norm (gradient clipping), Adam, the master weights copied
+  // into the half model weights, and the half gradient buffer zeroed for the next step.
+  long main_grad_update(const std::string& what, double grad_bytes, double param_bytes, double shard,
+                        std::vector<long> after) {
+    const std::string label = what.substr(what.rfind('.') + 1);
+    const auto pass = [&](const std::string& name, double flops, double bytes) {
+      after = {b_.memory(what + name, label + name, Phase::optimizer, Kernel::residual_add, Precision::fp32,
+                         elements(shard), flops, bytes, after)};
+    };
+    pass("_main_grad", 0, shard * (grad_bytes + 4));
+    if (x_.pp.loss_scaling) pass("_unscale", shard, shard * 8);
+    pass("_grad_norm", 2 * shard, shard * 4);
+    after = {b_.optimizer_update(what + "_adam", label + "_adam", shard, after)};
+    pass("_master_to_model", 0, shard * (4 + param_bytes));
+    pass("_zero_grad", 0, shard * grad_bytes);
+    return after[0];
+  }
   // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
   // local shard, and (ZeRO 1, 2) the all-gather of the updated parameters. Returns the Adam op.
   // `reduced`: the gradients were already reduced by these collectives (grad_sync overlap's buckets).
@@ -304,7 +325,9 @@ class StageBuilder {
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
                       : x_.pp.master_passes ? master_update(group + ".opt." + group, master_bytes, grad_bytes / params,
                                                             bytes_per_element(param_precision), shard, adam_deps)
-                                            : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
+                      : x_.pp.main_grad_step ? main_grad_update(group + ".opt." + group, grad_bytes / params,
+                                                                bytes_per_element(param_precision), shard, adam_deps)
+                                             : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
     // ZeRO 1 and 2 all-gather the updated parameters; ZeRO 3 keeps each shard and gathers a layer's
     // parameters before its forward and its backward instead (zero3_gather). Under grad_sync
     // overlap the dense parameters' gathers run at the step's start instead, overlapped with the
@@ -1084,9 +1107,9 @@ void build_items(StageBuilder& sb, TransformerWorkload& out, int program, int st
 }  // namespace
 
 TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan,
-                                               int cores_per_device, bool fold_in_time) {
+                                               int cores_per_device, WorkloadBuild build) {
   check_transformer_plan(m, t, plan);
-  return build_placed_transformer_workload(m, t, plan, cores_per_device, fold_in_time);
+  return build_placed_transformer_workload(m, t, plan, cores_per_device, build);
 }
 
 namespace {
@@ -1098,10 +1121,7 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.s = t.seq_len;
   x.cp = plan.context;
   x.T = x.b * x.s / x.cp;
-  x.d = m.d_model;
-  x.h = m.heads;
-  x.ff = m.d_ff;
-  x.V = m.vocab;
+  std::tie(x.d, x.h, x.ff, x.V) = std::make_tuple(m.d_model, m.heads, m.d_ff, m.vocab);
   x.t = plan.tensor;
   x.tl = layout;
   x.tok = layout.token_split();
@@ -1172,7 +1192,7 @@ ExpertRowPrograms expert_row_programs(const ModelSpec& m, const ParallelPlan& pl
 
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const TrainingSpec& t,
                                                       const ParallelPlan& plan, int cores_per_device,
-                                                      bool fold_in_time) {
+                                                      WorkloadBuild build) {
   // (the general rules are the caller's: check_transformer_plan, or MoDa's own; the family's here)
   if (auto problem = transformer_family_problem(m, t, plan, cores_per_device)) bad(problem->text());
   const TensorLayout layout = tensor_layout(plan);  // throws for a size the mode cannot take
@@ -1180,9 +1200,10 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   TransformerWorkload out;
   out.placement = place_plan(plan, out.workload);
   Dims x = transformer_dims(m, t, plan, layout);
+  x.pp.main_grad_step = x.pp.main_grad_step && !build.fused_optimizer_step;
 
   out.micro_batches = plan.micro_batches();
-  out.window = fold_in_time ? steady_state_window(plan.schedule, plan.pipeline, out.micro_batches, plan.virtual_stages)
+  out.window = build.fold_in_time ? steady_state_window(plan.schedule, plan.pipeline, out.micro_batches, plan.virtual_stages)
                             : SteadyStateWindow{out.micro_batches};
   const int mbs = out.window.simulated;
   // Every micro-batch has the same flops: the ones not built are counted as the built ones.

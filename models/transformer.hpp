@@ -71,11 +71,19 @@ struct TransformerWorkload {
 // cube for its mode, a micro-batch the token split does not divide, a batch that does not split).
 // `cores_per_device`: the device's cores split each token GEMM (a TPU v3 chip's two TensorCores).
 // Encoder-decoder models run without pipeline stages (pipeline_parallel 1).
-// `fold_in_time`: build only the micro-batches of steady_state_window (the caller extends the
-// step time: extended_step_time_s in app/pipeline.cpp); the flop counts stay the whole step's.
+// How a workload is built, beside the model, training and plan.
+struct WorkloadBuild {
+  // A compiler that fuses element-wise ops (XLA on a TPU) runs the optimizer step as one fused
+  // update, without Megatron-LM's passes around Adam (PrecisionPlan::main_grad_step).
+  bool fused_optimizer_step = false;
+  // Build only the micro-batches of steady_state_window (the caller extends the step time:
+  // extended_step_time_s in app/pipeline.cpp); the flop counts stay the whole step's.
+  bool fold_in_time = false;
+};
+
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
                                                const ParallelPlan& plan, int cores_per_device = 1,
-                                               bool fold_in_time = false);
+                                               WorkloadBuild build = {});
 
 // The checks build_transformer_workload starts with (same exceptions), without building anything.
 void check_transformer_plan(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);
@@ -90,6 +98,6 @@ DeviceMemory transformer_plan_memory(const ModelSpec& model, const TrainingSpec&
 // rules (ParO and BaGuaLu's layer-wise precision belong to MoDa layouts) are not applied to it.
 TransformerWorkload build_placed_transformer_workload(const ModelSpec& model, const TrainingSpec& training,
                                                       const ParallelPlan& plan, int cores_per_device = 1,
-                                                      bool fold_in_time = false);
+                                                      WorkloadBuild build = {});
 
 }  // namespace exasim

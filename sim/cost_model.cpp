@@ -46,6 +46,11 @@ double DeviceProfile::flash_attention_efficiency_at(Precision p) const {
   return it->second;
 }
 
+double DeviceProfile::transcendental_time_s(const ComputeWork& w) const {
+  if (!evaluates_transcendentals(w.kernel)) return 0;
+  return transcendental_elements(w.kernel, w.shape) * transcendentals_per_element(w.kernel) / special_function_ops_per_s;
+}
+
 double DeviceProfile::compute_share_factor(const ComputeWork& w) const {
   if (w.communication_sms <= 0) return 1.0;
   if (streaming_multiprocessors <= w.communication_sms)
@@ -108,7 +113,7 @@ double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
                          : 1.0;
   const double t_flops = w.flops / (peak * eff) * device_.compute_share_factor(w);
   const double t_bytes = device_.streamed_bytes(w) / device_.bandwidth_Bps(w.kernel_class());
-  return std::max(t_flops, t_bytes);
+  return std::max({t_flops, t_bytes, device_.transcendental_time_s(w)});
 }
 
 std::string RooflineCostModel::describe() const { return "roofline:" + device_.name; }

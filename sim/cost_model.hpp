@@ -40,6 +40,17 @@ struct DeviceProfile {
   // Streaming multiprocessors of a GPU (0: the device file gives none). A kernel launched beside
   // communication kernels (ComputeWork::communication_sms) computes on the rest.
   int streaming_multiprocessors = 0;
+  // Transcendental results per second of a GPU's special function units (0: the device file gives
+  // none). With it, a kernel whose host rate is bound by its exp or tanh (transcendentals_per_element
+  // > 0) is not carried at that host efficiency: its device time is the slowest of its flops at
+  // peak, its bytes at the host's streaming efficiency for as many elements (a residual add's),
+  // and its transcendentals on these units (transcendental_time_s).
+  double special_function_ops_per_s = 0;
+  bool evaluates_transcendentals(Kernel k) const {
+    return special_function_ops_per_s > 0 && transcendentals_per_element(k) > 0;
+  }
+  // A kernel's transcendentals / special_function_ops_per_s (0 when the device gives no rate).
+  double transcendental_time_s(const ComputeWork& w) const;
   // The factor a kernel's compute time grows by when it runs on the SMs the communication kernels
   // leave: sms / (sms - communication_sms), 1 when it has the whole device. Throws
   // std::invalid_argument naming the device when it has no SM count or too few.

@@ -277,3 +277,38 @@ TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class 
   CHECK(best.size() == hp.peaks.size());
   for (const auto& [key, b] : best) CHECK(b == doctest::Approx(1.0));
 }
+
+// special_function_ops_per_s (the GPU device files): a softmax or GELU does not take the host's
+// efficiency at its shape (bound there by one core's exp or tanh) but a residual add's over as
+// many elements; its transcendentals (one per element) run on the special function units.
+TEST_CASE("profile cost model: softmax and GELU stream past the host's transcendental bound on a GPU") {
+  DeviceProfile d;
+  d.name = "gpu";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}, {Precision::fp16, 4e12}};
+  d.gemm_efficiency = {{Precision::fp32, 0.8}, {Precision::fp16, 0.5}};
+  d.memory_bandwidth_Bps = 100e9;
+  d.optimizer_memory_bandwidth_Bps = 10e9;
+  HostProfile hp = synthetic_profile(0.25);
+  for (auto& pt : hp.surfaces.at({Kernel::softmax, Precision::fp32}).points) pt.efficiency = 0.4;  // exp-bound
+  for (auto& pt : hp.surfaces.at({Kernel::gelu, Precision::fp32}).points) pt.efficiency = 0.5;     // tanh-bound
+  const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(hp));
+  const ComputeWork softmax{Kernel::softmax, Precision::fp32, 0, 100e9, shape(16, 64)};  // 1024 elements
+  const ComputeWork gelu{Kernel::gelu, Precision::fp32, 0, 100e9, shape(1024)};
+  const ComputeWork norm{Kernel::layer_norm, Precision::fp32, 0, 100e9, shape(1024, 1024)};
+  // No special function units given: the host's efficiency at the shape, 100 GB / (100 GB/s x 0.4).
+  CHECK(d.transcendental_time_s(softmax) == 0);
+  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == doctest::Approx(2.5));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(2.0));
+  // Given: a residual add's efficiency over 1024 elements (1 on the synthetic surface): 1 s each.
+  d.special_function_ops_per_s = 1e12;
+  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == doctest::Approx(1.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(1.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(norm) == doctest::Approx(1.0));  // not transcendental: as before
+  // Units too slow for the elements: 1024 transcendentals at 256 per second take 4 s.
+  d.special_function_ops_per_s = 256;
+  CHECK(d.transcendental_time_s(softmax) == doctest::Approx(4.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == doctest::Approx(4.0));
+  CHECK(RooflineCostModel(d).compute_time_s(gelu) == doctest::Approx(4.0));
+  CHECK(transcendentals_per_element(Kernel::layer_norm) == 0);
+  CHECK(transcendental_elements(Kernel::softmax, shape(16, 64)) == 1024);
+}

@@ -322,7 +322,7 @@ TEST_CASE("steady-state window: 1F1B, interleaved, GPipe and short plans") {
 TEST_CASE("steady-state window: the built step holds the window's micro-batches, the flops the whole step's") {
   const ParallelPlan pl = plan(1, 1, 4, 1, 32, Recompute::none);
   const TransformerWorkload full = build_transformer_workload(gpt(), half(), pl);
-  const TransformerWorkload folded = build_transformer_workload(gpt(), half(), pl, 1, true);
+  const TransformerWorkload folded = build_transformer_workload(gpt(), half(), pl, 1, WorkloadBuild{false, true});
   REQUIRE(folded.window.folded(32));
   CHECK(full.micro_batches == 32);
   CHECK(folded.micro_batches == 32);
