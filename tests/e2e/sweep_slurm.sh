@@ -18,7 +18,8 @@ set -e
 if [ "$rc" -ne 0 ]; then echo "SKIP: no Slurm cluster could start here (see above)"; exit 77; fi
 eval "$env_line"
 sinfo
-sweep=$src/tests/data/sweep-small-gpt-sunway-16.json
+# Every micro-batch replayed, so that a shard takes seconds and can be killed mid-way (step 3).
+sweep=$src/tests/data/sweep-slow-gpt-sunway-16.json
 
 # Waits until job $1 has left the queue (at most 300 s).
 wait_job() {
