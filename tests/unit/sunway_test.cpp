@@ -183,18 +183,8 @@ TEST_CASE("sunway sim: 2-rank all_reduce across supernodes matches the closed fo
   check_two_rank_all_reduce(1, 9, 4 * kLat, kRatio * 4 * kW);
 }
 
-// Each message costs its sender the machine's message_overhead_s, serially: a direct
-// all-to-all among the 4 nodes of one supernode posts 3 messages, then its flows run at once.
-// Each of them carries bytes / 4 over a path of latency 2 us, and the three share the sender's
-// NIC: step = 3 o + 2 us + 3 (bytes / 4) / W. Folded and exhaustive agree; the breakdown by kind
-// gives the whole step to all_to_all. (One simulation per test case: SimGrid runs one engine per
-// process.)
-void check_direct_all_to_all_overhead(Fidelity f) {
-  MachineSpec m = small_machine();
-  const double o = 5e-6, bytes = 4e6;
-  m.message_overhead_s = o;
-  const SunwayNetwork net(m, Precision::fp32);
-  CHECK(net.message_overhead_s() == o);
+// Four ranks on nodes 0-3, one class, one group "moe", and one direct all-to-all of `bytes`.
+Workload four_rank_direct_all_to_all(double bytes) {
   Workload w;
   w.rank_count = 4;
   w.node_of_rank = {0, 1, 2, 3};
@@ -207,6 +197,22 @@ void check_direct_all_to_all_overhead(Fidelity f) {
          Op{"a2a", "dispatch", Phase::forward,
             CollectiveWork{CollectiveKind::all_to_all, CollectiveAlgorithm::direct, "moe", bytes}},
          {});
+  return w;
+}
+
+// Each message costs its sender the machine's message_overhead_s, serially: a direct
+// all-to-all among the 4 nodes of one supernode posts 3 messages, then its flows run at once.
+// Each of them carries bytes / 4 over a path of latency 2 us, and the three share the sender's
+// NIC: step = 3 o + 2 us + 3 (bytes / 4) / W. Folded and exhaustive agree; the breakdown by kind
+// gives the whole step to all_to_all. (One simulation per test case: SimGrid runs one engine per
+// process.)
+void check_direct_all_to_all_overhead(Fidelity f) {
+  MachineSpec m = small_machine();
+  const double o = 5e-6, bytes = 4e6;
+  m.message_overhead_s = o;
+  const SunwayNetwork net(m, Precision::fp32);
+  CHECK(net.message_overhead_s() == o);
+  Workload w = four_rank_direct_all_to_all(bytes);
   const RooflineCostModel cost = cost_model_of(m);
   const double expected = 3 * o + 2 * kLat + 3 * (bytes / 4) / kW;
   const SimResult res = simulate(w, net, cost, EngineOptions{f});
@@ -277,18 +283,7 @@ void check_direct_all_to_all_eager(const Fidelity* f, double limit_bytes) {
   m.eager_limit_bytes = limit_bytes;
   m.eager_copy_Bps = copy_Bps;
   const SunwayNetwork net(m, Precision::fp32);
-  Workload w;
-  w.rank_count = 4;
-  w.node_of_rank = {0, 1, 2, 3};
-  w.class_of_rank = {0, 0, 0, 0};
-  GroupTable g;
-  g.members = {{0, 1, 2, 3}};
-  g.index(4);
-  w.groups["moe"] = g;
-  add_op(w.programs[0],
-         Op{"a2a", "dispatch", Phase::forward,
-            CollectiveWork{CollectiveKind::all_to_all, CollectiveAlgorithm::direct, "moe", bytes}},
-         {});
+  Workload w = four_rank_direct_all_to_all(bytes);
   const double copy_s = limit_bytes >= bytes / 4 ? (bytes / 4) / copy_Bps : 0;
   const double expected = 3 * (o + copy_s) + 2 * kLat + 3 * (bytes / 4) / kW;
   const RooflineCostModel cost = cost_model_of(m);
