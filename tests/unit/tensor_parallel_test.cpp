@@ -135,6 +135,53 @@ TEST_CASE("3-D, one transformer layer by hand: bytes per group role, Colossal-AI
   CHECK(row.forward_before[0].bytes == 32 * 64 * 2);
 }
 
+TEST_CASE("2-D, one transformer layer by hand: bytes per group role (Colossal-AI's Linear2D, SUMMA as gathers)") {
+  // q = 2 (4 devices), T = 64 tokens, h = 32, d_ff = 128, fp16. Per linear, "tp_row" carries X's
+  // row panel (T/q x d_in) three times (forward all-gather, the weight gradient's all-gather
+  // again, dX reduce-scatter) and "tp_col" A's column panel (d_in x d_out/q) three times (forward
+  // all-gather, the data gradient's all-gather again, dA reduce-scatter).
+  const TensorLayout l = tensor_layout(tp_plan(TensorMode::two_d, 4));
+  const double T = 64, h = 32, ff = 128, e = 2;
+  std::map<std::string, double> bytes;
+  std::map<std::string, int> count;
+  for (const TensorLinear& lin : {tensor_linear(l, T, h, 3 * h, e, Linear1D::column), tensor_linear(l, T, h, h, e, Linear1D::row),
+                                  tensor_linear(l, T, h, ff, e, Linear1D::column), tensor_linear(l, T, ff, h, e, Linear1D::row)})
+    for (const TensorCollective& c : lin.all()) {
+      bytes[c.role] += c.bytes;
+      count[c.role]++;
+      CHECK(c.members == 2);
+    }
+  // tp_row: X panels 32 x 32 (QKV, projection, FFN1) and 32 x 128 (FFN2), 3 times, x 2 bytes.
+  CHECK(bytes["tp_row"] == 3 * (3 * 32 * 32 + 32 * 128) * 2);
+  // tp_col: A panels 32 x 48, 32 x 16, 32 x 64, 128 x 16, 3 times, x 2 bytes.
+  CHECK(bytes["tp_col"] == 3 * (32 * 48 + 32 * 16 + 32 * 64 + 128 * 16) * 2);
+  CHECK(count["tp_row"] == 12);
+  CHECK(count["tp_col"] == 12);
+  // Row and column linears are the same under 2-D (no Megatron pairs).
+  CHECK(tensor_linear(l, T, ff, h, e, Linear1D::row).all().size() == tensor_linear(l, T, ff, h, e, Linear1D::column).all().size());
+}
+
+TEST_CASE("the 64-device cube and grid on 4-GPU nodes: which groups stay in a node (Colossal-AI's rank order)") {
+  // Tensor ranks are global ranks 0..63, 4 to a node (rank / 4). 3-D 4 x 4 x 4 (t = i + 4 (j + 4 l)):
+  // the weight group tp_x is one node; every member of a tp_y or tp_z group is on its own node, so
+  // the four GPUs of a node are in four different tp_y (tp_z) groups and all four rings leave
+  // through the node's NICs at once. 2-D 8 x 8: a row spans 2 nodes, a column 8 nodes.
+  auto nodes_of = [](const std::vector<int>& members) {
+    std::set<int> n;
+    for (int r : members) n.insert(r / 4);
+    return n.size();
+  };
+  Workload w3;
+  place_plan(tp_plan(TensorMode::three_d, 64), w3);
+  for (const auto& g : w3.groups.at("tp_x").members) CHECK(nodes_of(g) == 1);
+  for (const char* role : {"tp_y", "tp_z"})
+    for (const auto& g : w3.groups.at(role).members) CHECK(nodes_of(g) == 4);
+  Workload w2;
+  place_plan(tp_plan(TensorMode::two_d, 64), w2);
+  for (const auto& g : w2.groups.at("tp_row").members) CHECK(nodes_of(g) == 2);
+  for (const auto& g : w2.groups.at("tp_col").members) CHECK(nodes_of(g) == 8);
+}
+
 TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs, collectives by hand") {
   const double T = 64, din = 32, dout = 48;
   auto flops = [](const KernelShape& s) { return 2.0 * s.dims[0] * s.dims[1] * s.dims[2] * s.batch; };
