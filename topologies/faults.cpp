@@ -148,7 +148,53 @@ bool group_touched(const std::vector<int>& members, const std::vector<char>& slo
 }
 }  // namespace
 
+namespace {
+// For a rank in a domain whose shared link is degraded (a leaf's up-links with cables down): for
+// each group role, whether its ring neighbours (members m + 1, m - 1) and its block neighbours
+// (m + L, m - L: a multi-ring channel's peers in the next and previous node) lie in another
+// domain of that kind, i.e. whether its flows cross the degraded link. A class then mixes no
+// ranks that cross with ranks that do not, so its representative crosses when its members do
+// (without it a data-parallel ring over a leaf with 14 of 16 up-links down was 0.0085 s folded
+// against 0.0168 s exhaustive; with it the same). Empty when the rank's domains are all at full
+// bandwidth, and in workloads with all-to-alls (`exchanges` not empty): there the degraded
+// domain's unequal classes make its folded links weighted, whose per-class weights count every
+// member of an exchanging class as crossing at once (folding.hpp), and the split measured worse
+// (the Sunway uplink case of tests/unit/folding_test.cpp: +10.9 % to +21.1 %).
+std::vector<char> crossings(const Workload& w, const Network& net, const std::set<std::string>& exchanges, int r) {
+  std::vector<char> key;
+  const int node = w.node_of_rank[r];
+  const auto& kinds = net.link_kinds();
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const int kind = static_cast<int>(k), domain = net.domain_of(kind, node);
+    if (kinds[k].node_private || net.bandwidth_factor(kind, domain) == 1 || !exchanges.empty()) continue;
+    for (const auto& [role, table] : w.groups) {
+      (void)role;
+      const int g = table.group_of_rank.empty() ? -1 : table.group_of_rank[r];
+      if (g < 0) continue;
+      const std::vector<int>& members = table.members[g];
+      const int n = static_cast<int>(members.size()), m = table.index_in_group[r], L = table.block_size;
+      for (int d : {1, n - 1, L, n - L}) {
+        const int peer = members[((m + d) % n + n) % n];
+        key.push_back(static_cast<char>(net.domain_of(kind, w.node_of_rank[peer]) != domain));
+      }
+    }
+  }
+  return key;
+}
+
+// The group roles of the workload's all-to-alls.
+std::set<std::string> exchange_roles(const Workload& w) {
+  std::set<std::string> roles;
+  for (const StepGraph& g : w.programs)
+    for (OpId v = 0; v < boost::num_vertices(g); ++v)
+      if (const auto* c = std::get_if<CollectiveWork>(&g[v].work))
+        if (c->kind == CollectiveKind::all_to_all) roles.insert(c->group_role);
+  return roles;
+}
+}  // namespace
+
 int split_classes_by_faults(Workload& w, const Network& net) {
+  const std::set<std::string> exchanges = exchange_roles(w);
   std::vector<std::vector<double>> own(w.rank_count);
   std::vector<char> slow(w.rank_count, 0);
   for (int r = 0; r < w.rank_count; ++r) {
@@ -163,9 +209,9 @@ int split_classes_by_faults(Workload& w, const Network& net) {
       if (group_touched(members, slow))
         for (int m : members) touched[m].back() = 1;
   }
-  std::map<std::tuple<int, std::vector<double>, std::vector<char>>, int> id;
+  std::map<std::tuple<int, std::vector<double>, std::vector<char>, std::vector<char>>, int> id;
   for (int r = 0; r < w.rank_count; ++r) {
-    auto key = std::make_tuple(w.class_of_rank.at(r), std::move(own[r]), std::move(touched[r]));
+    auto key = std::make_tuple(w.class_of_rank.at(r), std::move(own[r]), std::move(touched[r]), crossings(w, net, exchanges, r));
     auto it = id.find(key);
     if (it == id.end()) it = id.emplace(std::move(key), static_cast<int>(id.size())).first;
     w.class_of_rank[r] = it->second;

@@ -286,3 +286,49 @@ TEST_CASE("failures sim: folded, the detour's two hops on one kind halve the rep
                               .alpha_beta_time_s(3 * kLatency_s, kLink_Bps / 2);
   CHECK(ring_on_torus_s(true, Fidelity::folded) == doctest::Approx(expected).epsilon(1e-6));
 }
+
+// A ring all-reduce of 64 MB over GPUs 0-7 of the small fat tree (nodes 0-3; leaf 0 holds GPUs 0-3,
+// leaf 1 GPUs 4-7) with leaf 0's up-link at 0.1 of its 4 NICs' bandwidth (20 GB/s, below a NIC's
+// 50 GB/s): the ring's hop 3 -> 4 crosses nic_up, leaf_uplink 0, leaf_downlink 1, nic_down (4
+// links of latency L) at 20 GB/s and paces every step: 2 (n - 1) (4 L + S / n / 20 GB/s). Folded,
+// ranks 0 and 3 (whose ring neighbours lie in leaf 1) get classes of their own, so the
+// representative that crosses the degraded up-link is one that does (split_classes_by_faults);
+// before, leaf 0's one class was represented by rank 0, whose hop stays on its node.
+namespace {
+double degraded_leaf_ring_s(Fidelity fid) {
+  const FatTreeNetwork ft(fat_tree(), Precision::fp32);
+  Workload w = ranks_on({0, 1, 2, 3, 4, 5, 6, 7});
+  FaultyNetwork net(ft);
+  net.scale_bandwidth(K::leaf_uplink, 0, 0.1);
+  split_classes_by_faults(w, net);
+  const test::FixedRateCostModel cost(1e12);
+  return simulate(w, net, cost, EngineOptions{fid}).step_time_s;
+}
+
+double degraded_leaf_closed_form_s() {
+  return CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 8, 64e6)
+      .alpha_beta_time_s(4 * kLatency_s, 0.1 * 4 * kLink_Bps);
+}
+}  // namespace
+
+TEST_CASE("failures: ranks whose ring neighbours lie across a degraded leaf up-link get classes of their own") {
+  const FatTreeNetwork ft(fat_tree(), Precision::fp32);
+  Workload w = ranks_on({0, 1, 2, 3, 4, 5, 6, 7});
+  FaultyNetwork net(ft);
+  net.scale_bandwidth(K::leaf_uplink, 0, 0.1);
+  // leaf 0: rank 0 (its predecessor 7 is in leaf 1), ranks 1-2, rank 3 (its successor 4); leaf 1
+  // (at full bandwidth): ranks 4-7, one class
+  CHECK(split_classes_by_faults(w, net) == 4);
+  CHECK(w.class_of_rank[1] == w.class_of_rank[2]);
+  CHECK(w.class_of_rank[0] != w.class_of_rank[1]);
+  CHECK(w.class_of_rank[3] != w.class_of_rank[1]);
+  CHECK(w.class_of_rank[3] != w.class_of_rank[0]);
+}
+
+TEST_CASE("failures sim: a ring across a degraded leaf up-link, exhaustive, against its hand-computed time") {
+  CHECK(degraded_leaf_ring_s(Fidelity::exhaustive) == doctest::Approx(degraded_leaf_closed_form_s()).epsilon(1e-6));
+}
+
+TEST_CASE("failures sim: a ring across a degraded leaf up-link, folded, against its hand-computed time") {
+  CHECK(degraded_leaf_ring_s(Fidelity::folded) == doctest::Approx(degraded_leaf_closed_form_s()).epsilon(1e-6));
+}
