@@ -122,6 +122,12 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
   } catch (const FaultError& e) {
     throw ScenarioError(sc.file, "/faults" + e.path, e.what());
   }
+  // Folding maps a route's node-private links onto the representative's own (a mirror that holds
+  // for symmetric traffic): a detour around a failed chip or link is not symmetric.
+  if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus")
+    throw ScenarioError(sc.file, "/engine/fidelity",
+                        "expected \"exhaustive\" with failed chips or links on a torus (folding counts a detour's "
+                        "hops on the representative's own links as if every chip detoured)");
 }
 
 // Steady-state folding in time applies to simulated (not analytic) folded runs of a general
@@ -406,6 +412,16 @@ void faults_report(const Prediction& p, json& r) {
                        {"ranks", a.stragglers->ranks},
                        {"compute_factor", f.stragglers.compute_factor},
                        {"link_factor", f.stragglers.link_factor}};
+  if (a.failures) {
+    for (const AppliedFailedLink& l : a.failures->links)
+      j["failed_links"].push_back({{"kind", l.kind}, {"instance", l.instance}, {"cables_lost", l.cables_lost},
+                                   {"cables", l.cables}, {"bandwidth_factor", l.bandwidth_factor}});
+    if (!f.failed_switches.empty())
+      for (const FailedSwitchSpec& s : f.failed_switches)
+        j["failed_switches"].push_back({{"spine_group", s.spine_group}, {"switch", s.index}});
+    if (!a.failures->failed_chips.empty()) j["routed_around_chips"] = a.failures->failed_chips;
+    j["rerouted_nodes"] = a.failures->rerouted_nodes;
+  }
   j["folding_classes"] = a.classes;
   j["slowed_collectives"] = slowed_collectives(p);
   r["faults"] = std::move(j);
@@ -533,6 +549,22 @@ nlohmann::json report_json(const Prediction& p) {
 
 namespace {
 
+// Failed cables, one line per kind: how many instances run at which share of their bandwidth
+// (fat tree), or are routed around (torus).
+std::string failed_links_text(const AppliedFailures& f) {
+  std::map<std::string, std::map<double, int>> by_kind;
+  for (const AppliedFailedLink& l : f.links) ++by_kind[l.kind][l.bandwidth_factor];
+  std::string s;
+  for (const auto& [kind, shares] : by_kind) {
+    std::string parts;
+    for (const auto& [share, n] : shares)
+      parts += (parts.empty() ? "" : ", ") + (share > 0 ? fmt::format("{} at {:g} of their bandwidth", n, share)
+                                                         : fmt::format("{} routed around", n));
+    s += fmt::format("  failed cables      {}: {}\n", kind, parts);
+  }
+  return s;
+}
+
 // The faults applied, one line each.
 std::string faults_text(const Prediction& p) {
   const FaultSpec& f = *p.scenario.faults;
@@ -544,6 +576,10 @@ std::string faults_text(const Prediction& p) {
   for (const AppliedLinkFaults& l : a.links)
     s += fmt::format("  degraded links     {} {} at {:g} of their bandwidth\n", l.instances.size(), l.kind,
                      l.bandwidth_factor);
+  if (a.failures) s += failed_links_text(*a.failures);
+  if (a.failures && !a.failures->failed_chips.empty())
+    s += fmt::format("  routed around      {} failed chips ({} of the job's chips rerouted)\n",
+                     a.failures->failed_chips.size(), a.failures->rerouted_nodes);
   if (a.stragglers)
     s += fmt::format("  stragglers         {} nodes ({} ranks): compute x {:g}, links at 1/{:g} of their bandwidth\n",
                      a.stragglers->nodes.size(), a.stragglers->ranks, f.stragglers.compute_factor,

@@ -1094,6 +1094,42 @@ bool read_node_faults(const Reader& r, const json& v, const std::string& path, c
   return drawn;
 }
 
+// A non-negative integer under key (an index: a link instance, a spine group, a switch).
+int read_index(const Reader& r, const json& obj, const std::string& path, const char* key) {
+  const json& v = r.require(obj, path, key, "a non-negative integer");
+  if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > INT_MAX)
+    r.fail(path + "/" + key, "expected a non-negative integer, got " + v.dump());
+  return v.get<int>();
+}
+
+// "failed_links": cables down, each {kind, instance, cables (fat tree, default 1)}; checked against
+// the network when it is built (topologies/faults.hpp apply_failures).
+void read_failed_links(const Reader& r, const json& v, const std::string& path, std::vector<FailedLinkSpec>& out) {
+  if (!v.is_array() || v.empty()) r.fail(path, "expected a non-empty array of failed links, got " + describe(v));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string lp = path + "/" + std::to_string(i);
+    r.require_object(v[i], lp, "a failed link object");
+    r.check_keys(v[i], lp, {"kind", "instance", "cables"});
+    FailedLinkSpec f;
+    f.kind = r.required_string(v[i], lp, "kind");
+    f.instance = read_index(r, v[i], lp, "instance");
+    f.has_cables = Reader::find(v[i], "cables") != nullptr;
+    f.cables = r.optional_int(v[i], lp, "cables", 1);
+    out.push_back(std::move(f));
+  }
+}
+
+// "failed_switches": spine switches down, each {spine_group, switch}.
+void read_failed_switches(const Reader& r, const json& v, const std::string& path, std::vector<FailedSwitchSpec>& out) {
+  if (!v.is_array() || v.empty()) r.fail(path, "expected a non-empty array of failed switches, got " + describe(v));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string sp = path + "/" + std::to_string(i);
+    r.require_object(v[i], sp, "a failed switch object");
+    r.check_keys(v[i], sp, {"spine_group", "switch"});
+    out.push_back({read_index(r, v[i], sp, "spine_group"), read_index(r, v[i], sp, "switch")});
+  }
+}
+
 // "faults": failed nodes, degraded links and stragglers (topologies/faults.hpp), and the seed of
 // every drawn fraction (required exactly when something is drawn).
 std::optional<FaultSpec> read_faults(const Reader& r, const json& root, const MachineSpec& machine) {
@@ -1101,7 +1137,7 @@ std::optional<FaultSpec> read_faults(const Reader& r, const json& root, const Ma
   if (!v) return std::nullopt;
   const std::string path = "/faults";
   r.require_object(*v, path, "a faults object");
-  r.check_keys(*v, path, {"seed", "failed_nodes", "links", "stragglers"});
+  r.check_keys(*v, path, {"seed", "failed_nodes", "links", "stragglers", "failed_links", "failed_switches"});
   FaultSpec f;
   bool drawn = false;
   if (const json* n = Reader::find(*v, "failed_nodes")) {
@@ -1113,8 +1149,11 @@ std::optional<FaultSpec> read_faults(const Reader& r, const json& root, const Ma
     f.has_stragglers = true;
     drawn = read_stragglers(r, *st, path + "/stragglers", machine, f.stragglers) || drawn;
   }
-  if (!f.has_failed_nodes && f.links.empty() && !f.has_stragglers)
-    r.fail(path, "expected at least one of failed_nodes, links, stragglers");
+  if (const json* l = Reader::find(*v, "failed_links")) read_failed_links(r, *l, path + "/failed_links", f.failed_links);
+  if (const json* s = Reader::find(*v, "failed_switches"))
+    read_failed_switches(r, *s, path + "/failed_switches", f.failed_switches);
+  if (!f.has_failed_nodes && f.links.empty() && !f.has_stragglers && f.failed_links.empty() && f.failed_switches.empty())
+    r.fail(path, "expected at least one of failed_nodes, links, stragglers, failed_links, failed_switches");
   const json* seed = Reader::find(*v, "seed");
   if (drawn != (seed != nullptr))
     r.fail(path + "/seed", drawn ? "missing (expected a non-negative integer: the seed of the drawn fractions)"

@@ -64,6 +64,28 @@ const std::vector<std::string>& figure_fields() {
   return f;
 }
 
+// Goodput figures (models/goodput.hpp): rows and CSV columns of a sweep whose base scenario has a
+// "resilience" block, so that goodput can be drawn against the MTBF and the checkpoint interval
+// (exasim plot resilience). The effective rate is tokens or images per second times goodput.
+const std::vector<std::string>& resilience_fields() {
+  static const std::vector<std::string> f = {"goodput",         "effective_per_s",  "mtti_s",          "checkpoint_write_s",
+                                             "restart_s",       "checkpoint_interval_s", "young_interval_s", "daly_interval_s"};
+  return f;
+}
+
+void resilience_figures(const Prediction& p, ojson& r) {
+  if (!p.goodput) return;
+  const GoodputResult& g = *p.goodput;
+  r["goodput"] = g.goodput;
+  r["effective_per_s"] = (p.scenario.model.is_convnet() ? p.images_per_s : p.tokens_per_s) * g.goodput;
+  r["mtti_s"] = g.mtti_s;
+  r["checkpoint_write_s"] = g.checkpoint_write_s;
+  r["restart_s"] = g.restart_s;
+  r["checkpoint_interval_s"] = g.interval_s;
+  r["young_interval_s"] = g.young_interval_s;
+  r["daly_interval_s"] = g.daly_interval_s;
+}
+
 bool read_whole_file(const std::string& path, std::string& text) {
   std::error_code ec;
   return std::filesystem::is_regular_file(path, ec) && read_text_file(path, text).empty();
@@ -392,6 +414,7 @@ ojson ok_row(const SweepSpec& s, size_t plan, const Prediction& p) {
   r["backward_communication_s"] = b.backward_communication_s;
   r["optimizer_s"] = b.optimizer_s;
   r["idle_s"] = b.idle_s;
+  resilience_figures(p, r);
   return r;
 }
 
@@ -422,6 +445,8 @@ std::vector<std::string> csv_columns(const SweepSpec& s) {
   for (const auto& d : s.dimensions) c.push_back(d.pointer);
   c.push_back("mode");
   for (const auto& f : figure_fields()) c.push_back(f);
+  if (s.base.is_object() && s.base.contains("resilience"))
+    for (const auto& f : resilience_fields()) c.push_back(f);
   c.push_back("reason");
   return c;
 }

@@ -3,6 +3,7 @@
 #include "topologies/machine_reader.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <boost/range/iterator_range.hpp>
 #include <map>
 #include <set>
@@ -36,6 +37,8 @@ FatTreeNetwork::FatTreeNetwork(const MachineSpec& m, Precision peak_precision)
   const double leaf_up_Bps = nics_per_leaf * g.nic_Bps / g.leaf_taper;
   const double spine_up_Bps = double(leaf_groups_per_spine_group_) * nodes_per_leaf_group_ * nics_per_node_ * g.nic_Bps /
                               (g.leaf_taper * g.spine_taper);
+  leaf_cables_ = std::max(1, static_cast<int>(std::lround(nics_per_leaf / g.leaf_taper)));
+  spine_cables_ = std::max(1, static_cast<int>(std::lround(spine_up_Bps / g.nic_Bps)));
   const double L = m.link_latency_s;
   const bool nic_private = gpus_per_nic_ == 1;
   kinds_ = {
@@ -84,6 +87,18 @@ int FatTreeNetwork::domain_of(int kind, int node) const {
     case spine_downlink: return spine_group_of(node);
     default: return node;
   }
+}
+
+int FatTreeNetwork::spine_groups() const {
+  const int leaf_groups = (nodes_ + nodes_per_leaf_group_ - 1) / nodes_per_leaf_group_;
+  return (leaf_groups + leaf_groups_per_spine_group_ - 1) / leaf_groups_per_spine_group_;
+}
+
+std::vector<int> FatTreeNetwork::leaf_domains_of_spine_group(int g) const {
+  std::set<int> out;
+  const int per_group = nodes_per_leaf_group_ * leaf_groups_per_spine_group_ * gpus_per_node_;
+  for (int gpu = g * per_group; gpu < std::min(node_count(), (g + 1) * per_group); ++gpu) out.insert(leaf_domain_of(gpu));
+  return {out.begin(), out.end()};
 }
 
 std::string FatTreeNetwork::node_name(int node) const {

@@ -65,10 +65,24 @@ class FatTreeNetwork final : public Network {
   int leaf_domain_of(int gpu) const;
   int spine_group_of(int gpu) const { return leaf_group_of(gpu) / leaf_groups_per_spine_group_; }
 
+  // Cables, each taken at the NIC's bandwidth (an assumption: the machine files give tapers, not
+  // cable counts): a leaf domain's up-links, max(1, round(its NICs / leaf taper)), one to each
+  // spine switch of its spine group (so a spine group has that many spine switches); a spine
+  // group's up-links to the core, max(1, round(spine_uplink bandwidth / NIC bandwidth)). A failed
+  // cable or spine switch leaves the aggregate link (leaf_uplink, spine_uplink) at the surviving
+  // share, which ECMP routing spreads the same traffic over (topologies/faults.hpp).
+  int leaf_uplink_cables() const { return leaf_cables_; }
+  int spine_uplink_cables() const { return spine_cables_; }
+  int spine_switches_per_group() const { return leaf_cables_; }
+  int spine_groups() const;
+  // The leaf domains (leaf_uplink instances) of spine group g, increasing.
+  std::vector<int> leaf_domains_of_spine_group(int g) const;
+
  private:
   int nodes_, gpus_per_node_, gpus_per_nic_, nics_per_node_;
   int nodes_per_leaf_group_, leaf_groups_per_spine_group_;
   bool rail_optimized_;
+  int leaf_cables_ = 1, spine_cables_ = 1;
   double gpu_speed_;
   std::vector<LinkKind> kinds_;
 };

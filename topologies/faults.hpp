@@ -16,21 +16,35 @@
 //   failed_nodes  listed or a seeded fraction of the job's nodes; each is re-placed on a spare
 //                 (an unused node of its supernode on Sunway; on a GPU cluster the failed GPU's
 //                 machine node is replaced by an unused node of its leaf group, GPU for GPU), at
-//                 most `spares` per such domain, else refused: more failures than spares. A
-//                 torus has no spares here (a failed chip needs routes around it: not modelled).
+//                 most `spares` per such domain, else refused: more failures than spares. On a
+//                 torus a failed chip's rank moves to an unused chip (the lowest-numbered; the
+//                 torus is one spare domain) and every route avoids the failed chip.
 //   links         per link kind (the network's LinkKind names), listed instances or a seeded
 //                 fraction of those the job uses, running at bandwidth_factor of their bandwidth
 //                 (a supernode uplink with half its cables down).
 //   stragglers    network nodes whose compute is slower by compute_factor (each compute op takes
 //                 that many times its cost) and whose own links (the node-private kinds: its NIC,
 //                 a chip's links) run at 1 / link_factor of their bandwidth.
+//   failed_links  fat tree: `cables` of a leaf domain's up-links to its spines (leaf_uplink) or of
+//                 a spine group's up-links to the core (spine_uplink), both directions: ECMP
+//                 spreads the traffic over the surviving cables, so the aggregate link runs at
+//                 their share (the oversubscription that follows). Torus: one chip's link
+//                 (x_plus ... y_minus, instance the chip it leaves) and its reverse, the cable.
+//   failed_switches  fat tree: a spine switch of a spine group: every leaf domain of the group
+//                 loses its cable to it, and the group's up-links to the core lose its share.
+// Torus routes avoid failed chips and links (TorusNetwork::route_around: X then Y, else Y then X,
+// else a shortest detour), so every ring and 2-D all-reduce is re-formed around the hole with its
+// hops detoured; the chips in a failed element's row or column and the spares get folding
+// classes of their own. A failure that disconnects the job's nodes is refused (its JSON path).
 // The step waits for slow ranks through the collectives (sim/collective_expansion.cpp). For
 // folding, a slowed rank (a straggler, or a rank using a degraded link) and every rank that shares
 // a group with one get classes of their own (split_classes_by_faults); the others stay folded.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -72,6 +86,21 @@ struct NodeFaultSpec {
   int spares = 0;
 };
 
+// A failed cable (see the header): kind and instance as the network names them; `cables` of the
+// instance's cables on a fat tree (has_cables: given in the scenario; a torus link is one cable).
+struct FailedLinkSpec {
+  std::string kind;
+  int instance = 0;
+  int cables = 1;
+  bool has_cables = false;
+};
+
+// A failed spine switch: switch `index` of spine group `spine_group` (fat tree).
+struct FailedSwitchSpec {
+  int spine_group = 0;
+  int index = 0;
+};
+
 struct FaultSpec {
   std::uint64_t seed = 0;
   bool has_stragglers = false;
@@ -79,6 +108,8 @@ struct FaultSpec {
   std::vector<LinkFaultSpec> links;
   bool has_failed_nodes = false;
   NodeFaultSpec failed_nodes;
+  std::vector<FailedLinkSpec> failed_links;
+  std::vector<FailedSwitchSpec> failed_switches;
 };
 
 // round(fraction x pool.size()) distinct members of pool, in increasing order, drawn with a
@@ -95,11 +126,18 @@ class FaultyNetwork final : public Network {
   void scale_bandwidth(int kind, int instance, double factor);
   // Multiplies the cost of every compute op on `node` by factor (> 0).
   void slow_compute(int node, double factor);
+  // From now on every path is route(src, dst, out) (a torus routing around failures).
+  void set_route(std::function<void(int, int, std::vector<LinkRef>&)> route) { route_ = std::move(route); }
+  // A node whose routes failures may change: it gets a folding class of its own.
+  void mark_rerouted(int node) { rerouted_.insert(node); }
+  bool rerouted(int node) const { return rerouted_.count(node) != 0; }
+  const Network& base() const { return base_; }
 
   int node_count() const override { return base_.node_count(); }
   const std::vector<LinkKind>& link_kinds() const override { return base_.link_kinds(); }
   void path(int src_node, int dst_node, std::vector<LinkRef>& out) const override {
-    base_.path(src_node, dst_node, out);
+    if (route_) route_(src_node, dst_node, out);
+    else base_.path(src_node, dst_node, out);
   }
   int domain_of(int kind, int node) const override { return base_.domain_of(kind, node); }
   int compute_units_per_node() const override { return base_.compute_units_per_node(); }
@@ -114,6 +152,8 @@ class FaultyNetwork final : public Network {
   const Network& base_;
   std::map<std::pair<int, int>, double> factor_;  // (kind, instance) -> factor
   std::map<int, double> compute_;                  // node -> compute factor
+  std::function<void(int, int, std::vector<LinkRef>&)> route_;
+  std::set<int> rerouted_;
 };
 
 struct AppliedStragglers {
@@ -164,8 +204,33 @@ std::vector<std::string> roles_touched_by_faults(const Workload& w, const Networ
 // uses, and for each group role whether its group holds a slowed rank); returns the classes after.
 int split_classes_by_faults(Workload& w, const Network& net);
 
+// A failed element as applied: on a fat tree the aggregate link instance (leaf_uplink or
+// spine_uplink, and its downward twin) and the share of its bandwidth left; on a torus the chip's
+// link, routed around (bandwidth_factor 0).
+struct AppliedFailedLink {
+  std::string kind;
+  int instance = 0;
+  int cables_lost = 0;
+  int cables = 1;
+  double bandwidth_factor = 0;
+};
+
+struct AppliedFailures {
+  std::vector<AppliedFailedLink> links;  // by (kind, instance), increasing
+  std::vector<int> failed_chips;         // torus: the chips routed around
+  int rerouted_nodes = 0;                // torus: the job's nodes whose routes may change
+};
+
+// Applies failed links and switches (and, on a torus, the failed chips `failed_chips`, whose
+// ranks moved to `spare_chips`) to net:
+// fat tree aggregates at their surviving share, torus routes around them. Throws FaultError
+// for an element that does not exist, a family without them, or failures that disconnect the job.
+AppliedFailures apply_failures(const FaultSpec& f, const std::vector<int>& failed_chips,
+                               const std::vector<int>& spare_chips, const Workload& w, FaultyNetwork& net);
+
 struct AppliedFaults {
   std::optional<AppliedNodeFaults> nodes;
+  std::optional<AppliedFailures> failures;
   std::vector<AppliedLinkFaults> links;
   std::optional<AppliedStragglers> stragglers;
   int classes = 0;                        // folding classes after the split

@@ -2,6 +2,7 @@
 
 #include "topologies/machine_reader.hpp"
 
+#include <algorithm>
 #include <boost/range/iterator_range.hpp>
 #include <map>
 #include <stdexcept>
@@ -20,7 +21,9 @@ TorusNetwork::TorusNetwork(const MachineSpec& m, Precision peak_precision) : x_(
   kinds_ = {{"x_plus", B, L, true}, {"x_minus", B, L, true}, {"y_plus", B, L, true}, {"y_minus", B, L, true}};
 }
 
-void TorusNetwork::path(int a, int b, std::vector<LinkRef>& out) const {
+void TorusNetwork::path(int a, int b, std::vector<LinkRef>& out) const { ordered_path(a, b, true, out); }
+
+void TorusNetwork::ordered_path(int a, int b, bool x_first, std::vector<LinkRef>& out) const {
   int x = a % x_, y = a / x_;
   const int xb = b % x_, yb = b / x_;
   // One dimension: steps the shorter way round; at a tie, + when the source's and the
@@ -35,8 +38,69 @@ void TorusNetwork::path(int a, int b, std::vector<LinkRef>& out) const {
     }
   };
   const int xa = x, ya = y;
-  walk(x, xb, x_, x_plus, x_minus, true, ya + yb);
-  walk(y, yb, y_, y_plus, y_minus, false, xa + xb);
+  if (x_first) {
+    walk(x, xb, x_, x_plus, x_minus, true, ya + yb);
+    walk(y, yb, y_, y_plus, y_minus, false, xa + xb);
+  } else {
+    walk(y, yb, y_, y_plus, y_minus, false, xa + xb);
+    walk(x, xb, x_, x_plus, x_minus, true, ya + yb);
+  }
+}
+
+int TorusNetwork::neighbour(int node, int kind) const {
+  const int x = node % x_, y = node / x_;
+  switch (kind) {
+    case x_plus: return node_at((x + 1) % x_, y);
+    case x_minus: return node_at((x + x_ - 1) % x_, y);
+    case y_plus: return node_at(x, (y + 1) % y_);
+    default: return node_at(x, (y + y_ - 1) % y_);
+  }
+}
+
+namespace {
+// Breadth first from a over the links `usable` allows; the route to b, or false.
+template <class Usable>
+bool shortest_route(const TorusNetwork& t, int a, int b, Usable usable, std::vector<LinkRef>& out) {
+  std::vector<int> via(static_cast<size_t>(t.node_count()), -1);  // the kind that reached a chip
+  std::vector<int> queue{a};
+  via[a] = 4;
+  for (size_t i = 0; i < queue.size() && via[b] < 0; ++i)
+    for (int k = 0; k < 4; ++k) {
+      const int n = t.neighbour(queue[i], k);
+      if (via[n] < 0 && usable(k, queue[i])) {
+        via[n] = k;
+        queue.push_back(n);
+      }
+    }
+  if (via[b] < 0) return false;
+  static constexpr int back[4] = {TorusNetwork::x_minus, TorusNetwork::x_plus, TorusNetwork::y_minus,
+                                  TorusNetwork::y_plus};
+  std::vector<LinkRef> rev;
+  for (int n = b; n != a;) {
+    const int prev = t.neighbour(n, back[via[n]]);
+    rev.push_back({via[n], prev});
+    n = prev;
+  }
+  out.insert(out.end(), rev.rbegin(), rev.rend());
+  return true;
+}
+}  // namespace
+
+bool TorusNetwork::route_around(int a, int b, const std::set<int>& failed_chips,
+                                const std::set<std::pair<int, int>>& failed_links, std::vector<LinkRef>& out) const {
+  const auto usable = [&](int kind, int from) {
+    return !failed_links.count({kind, from}) && !failed_chips.count(from) && !failed_chips.count(neighbour(from, kind));
+  };
+  std::vector<LinkRef> p;
+  for (bool x_first : {true, false}) {
+    p.clear();
+    ordered_path(a, b, x_first, p);
+    if (std::all_of(p.begin(), p.end(), [&](const LinkRef& l) { return usable(l.kind, l.instance); })) {
+      out.insert(out.end(), p.begin(), p.end());
+      return true;
+    }
+  }
+  return shortest_route(*this, a, b, usable, out);
 }
 
 std::string TorusNetwork::node_name(int node) const {

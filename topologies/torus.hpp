@@ -17,6 +17,10 @@
 // other groups keep the one-way ring; every all-to-all sends all its flows at once (direct) on the
 // dimension-ordered routes, so that link sharing sets its time.
 #pragma once
+#include <set>
+#include <utility>
+#include <vector>
+
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
 #include "topologies/machine_spec.hpp"
@@ -38,6 +42,16 @@ class TorusNetwork final : public Network {
   std::string node_name(int node) const override;
 
   int node_at(int x, int y) const { return x + x_ * y; }
+  // The chip at the far end of `node`'s outgoing link of `kind`.
+  int neighbour(int node, int kind) const;
+  // Appends the dimension-ordered route from a to b: X then Y (path()) or Y then X.
+  void ordered_path(int a, int b, bool x_first, std::vector<LinkRef>& out) const;
+  // A route from a to b that avoids failed chips and failed links (a link is (kind, chip it
+  // leaves); a failed cable is both its directions): X then Y (path()) when it avoids them, else
+  // Y then X, else a shortest path over the surviving links (breadth first from a, each chip's
+  // links tried +x, -x, +y, -y). Returns false when no route exists.
+  bool route_around(int a, int b, const std::set<int>& failed_chips, const std::set<std::pair<int, int>>& failed_links,
+                    std::vector<LinkRef>& out) const;
   int x_size() const { return x_; }
   int y_size() const { return y_; }
 

@@ -4,8 +4,9 @@
 # collectives it slows in its report and summary; a drawn fraction is the same for a seed, run
 # after run; a failed GPU's node is re-placed on a spare node of its leaf group (same step); a NIC
 # at half bandwidth slows the step; bad fault input (an unknown link kind, a link that does not
-# exist, a fraction outside [0, 1), more failures than spares, a failed chip on a torus) is
-# refused with its JSON path and exit status 2, nothing written.
+# exist, a fraction outside [0, 1), more failures than spares, a failed chip on a torus whose every
+# chip is used (no spare), a spine switch that does not exist, a failed NIC cable, failed torus
+# links with folded fidelity) is refused with its JSON path and exit status 2, nothing written.
 set -euo pipefail
 exe=$1; src=$2
 tmp=$(mktemp -d)
@@ -34,6 +35,10 @@ write("bad-spares", {"failed_nodes": {"nodes": [0, 8], "spares": 1}})
 t = json.load(open("scenarios/tpu/resnet50-tpu-v3-1024.json"))
 json.dump(dict(t, name="bad-torus-node", faults={"failed_nodes": {"nodes": [5], "spares": 1}}),
           open(f"{d}/bad-torus-node.json", "w"))
+json.dump(dict(t, name="bad-torus-folded", faults={"failed_links": [{"kind": "x_plus", "instance": 0}]}),
+          open(f"{d}/bad-torus-folded.json", "w"))
+write("bad-spine", {"failed_switches": [{"spine_group": 0, "switch": 4000}]})
+write("bad-nic-cable", {"failed_links": [{"kind": "nic_up", "instance": 3}]})
 PY
 "$exe" run scenarios/gpt-small-dgx-a100.json --out "$tmp/base" > /dev/null
 "$exe" run "$tmp/one.json" --out "$tmp/one" > "$tmp/one.txt"
@@ -85,5 +90,8 @@ check_bad bad-kind /faults/links/0/kind
 check_bad bad-instance /faults/links/0/instances
 check_bad bad-link-fraction /faults/links/0/fraction
 check_bad bad-spares /faults/failed_nodes/spares
-check_bad bad-torus-node /faults/failed_nodes
+check_bad bad-torus-node /faults/failed_nodes/spares
+check_bad bad-torus-folded /engine/fidelity
+check_bad bad-spine /faults/failed_switches/0/switch
+check_bad bad-nic-cable /faults/failed_links/0/kind
 echo "e2e faults: bad input refused"

@@ -81,6 +81,26 @@ plot validation "$data/validation.json" --out "$tmp/validation.svg"
 check_svg "$tmp/validation.svg"
 grep -q "Not expressible" "$tmp/validation.svg" || fail "no caption of the not-expressible rows"
 
+# resilience: throughput against the stragglers' fraction and goodput against the checkpoint interval,
+# from the rows of scenarios/sweeps/bagualu-14.5t-resilience.json; the plot's Daly goodput is the
+# C++ model's (each row's goodput at its own interval), and Daly's optimum beats Young's and
+# intervals twice as long or short.
+plot resilience "$data/resilience/results.jsonl" --out "$tmp/resilience.png"
+check_png "$tmp/resilience.png"
+plot resilience "$data/resilience/results.jsonl" --out "$tmp/resilience.svg"
+check_svg "$tmp/resilience.svg"
+grep -q "Daly" "$tmp/resilience.svg" || fail "no Daly optimum in the resilience plot"
+PYTHONPATH="$src/tools" "$py" - "$data/resilience/results.jsonl" <<'PY' || fail "resilience goodput"
+import json, sys
+from exasim_plot.resilience import daly_goodput
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len({r["/resilience/node_mtbf_s"] for r in rows}) == 4 and len({r["/faults/stragglers/fraction"] for r in rows}) == 5
+for r in rows:
+    g = lambda tau: daly_goodput(tau, r["checkpoint_write_s"], r["restart_s"], r["mtti_s"])
+    assert abs(g(r["checkpoint_interval_s"]) - r["goodput"]) <= 1e-9 * r["goodput"], (g(r["checkpoint_interval_s"]), r)
+    t = r["daly_interval_s"]
+    assert g(t) >= max(g(r["young_interval_s"]), g(t / 2), g(2 * t)), r
+PY
 # Bad input: exit 2, a message naming the file and what was expected, no output file.
 printf '{"plan":"a","status":"infeasible","reason":"too big","/plan/tensor_parallel":1,"/plan/pipeline_parallel":1}\n' \
   > "$tmp/empty.jsonl"
@@ -99,6 +119,7 @@ bad "results.csv: no --x column \"nope\"" strategies "$data/sweep/results.csv" -
 bad "results.jsonl: no --value column \"flops\"" strategies "$data/sweep/results.jsonl" --value flops --out "$tmp/bad/x.png"
 bad "empty.jsonl: no row with status \"ok\"" strategies "$tmp/empty.jsonl" --out "$tmp/bad/x.png"
 bad "empty.jsonl: no row with status \"ok\"" scaling "$tmp/empty.jsonl" --x tensor_parallel --out "$tmp/bad/x.png"
+bad "no column \"goodput\"" resilience "$data/sweep/results.jsonl" --out "$tmp/bad/x.png"
 bad "invalid choice: 'pie'" pie "$data/validation.json" --out "$tmp/bad/x.png"
 bad "must end in .png or .svg" breakdown "$data/report-weak-6000-fp32.json" --out "$tmp/bad/x.pdf"
 bad "not a report.json" breakdown "$data/validation.json" --out "$tmp/bad/x.png"

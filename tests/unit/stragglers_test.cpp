@@ -219,16 +219,6 @@ TEST_CASE("faults: a failed GPU's machine node is replaced GPU for GPU in its le
   CHECK(w.node_of_rank == std::vector<int>{0, 1, 6, 7});
 }
 
-TEST_CASE("faults: a failed chip on a torus is refused (no routes around it yet)") {
-  MachineSpec m;
-  m.family = "torus";
-  Workload w = six_ranks();
-  NodeFaultSpec f;
-  f.nodes = {1};
-  f.spares = 1;
-  CHECK_THROWS_WITH_AS(apply_node_faults(f, 0, m, w), doctest::Contains("routes around it"), FaultError);
-}
-
 TEST_CASE("faults: degraded links by kind and instance, unknown kinds and instances refused") {
   const Workload w = data_parallel_step();
   const test::StarNetwork base(kRanks, kBandwidth_Bps, kLatency_s);

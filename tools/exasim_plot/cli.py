@@ -8,6 +8,7 @@ from .scaling import plot_scaling
 from .breakdown import plot_breakdown
 from .strategies import plot_strategies
 from .validation import plot_validation
+from .resilience import plot_resilience
 from .report import report_main
 
 
@@ -41,11 +42,18 @@ def plot_main(argv):
     p.add_argument("--value", default="tokens_per_s", help="cell value column (default tokens_per_s)")
     p.add_argument("--best", choices=("max", "min"), help="best = max or min (default: min for times, else max)")
     sub.add_parser("validation", parents=[common], help="predicted vs published (input: exasim validate --json)")
+    p = sub.add_parser("resilience", parents=[common],
+                       help="throughput vs the failed fraction, goodput vs the checkpoint interval",
+                       description="INPUTs: a sweep's results.jsonl/results.csv whose base scenario has a "
+                                   "\"resilience\" block (rows with status ok).")
+    p.add_argument("--x", help="the fault column (default: the first varying /faults/ dimension; none: goodput only)")
+    p.add_argument("--y", default="tokens_per_s", help="throughput column (default tokens_per_s)")
+    p.add_argument("--series", help="one line per value (default: the first varying /resilience/ dimension)")
     args = ap.parse_args(argv)
     try:
         check_out(args.out, (".png", ".svg"))
         fig = {"scaling": plot_scaling, "breakdown": plot_breakdown, "strategies": plot_strategies,
-               "validation": plot_validation}[args.kind](args)
+               "validation": plot_validation, "resilience": plot_resilience}[args.kind](args)
         save_figure(fig, args.out)
     except InputError as e:
         sys.stderr.write(f"exasim plot {args.kind}: error: {e}\n")

@@ -6,7 +6,7 @@ sweep.json, app/validate.cpp's rows), and when a module of this package reads a 
 is not listed here.
 """
 
-KINDS = ("scaling", "breakdown", "strategies", "validation")
+KINDS = ("scaling", "breakdown", "strategies", "validation", "resilience")
 STATUSES = ("ok", "infeasible", "invalid", "error")
 
 # Report figures: axis label and whether bigger is better.
@@ -41,6 +41,10 @@ REPORT_LEGACY = ("memory_per_node_bytes",)
 # A sweep's rows (results.jsonl / results.csv, app/sweep.cpp) and its sweep.json.
 SWEEP_ROW = ("plan", "status", "reason")
 SWEEP_META = ("name", "base", "dimensions", "pointer", "with", "validation")
+# Goodput figures in the rows of a sweep whose base has a "resilience" block (app/sweep.cpp
+# resilience_figures), and the throughput columns the resilience plot reads by default.
+SWEEP_RESILIENCE = ("goodput", "effective_per_s", "mtti_s", "checkpoint_write_s", "restart_s",
+                    "checkpoint_interval_s", "young_interval_s", "daly_interval_s", "tokens_per_s")
 # Hand-made row files may name their sweep per row ("sweep" or "base"); read when present.
 SWEEP_ROW_OPTIONAL = ("sweep", "base")
 
@@ -51,6 +55,6 @@ VALIDATION_CASE = ("figures", "metric", "source")
 # Row files may also be an object holding the rows under "rows" (validation) or "results" (sweep).
 ROW_WRAPPERS = ("rows", "results")
 
-ALL_NAMES = frozenset(REPORT_KEYS + REPORT_INNER + REPORT_LEGACY + SWEEP_ROW + SWEEP_META + SWEEP_ROW_OPTIONAL + VALIDATION_ROW
+ALL_NAMES = frozenset(REPORT_KEYS + REPORT_INNER + REPORT_LEGACY + SWEEP_ROW + SWEEP_META + SWEEP_RESILIENCE + SWEEP_ROW_OPTIONAL + VALIDATION_ROW
                       + VALIDATION_CASE + ROW_WRAPPERS + tuple(k for k, _, _ in BREAKDOWN)
                       + tuple(p.strip("/").split("/")[-1] for p in REPORT_POINTERS))
