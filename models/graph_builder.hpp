@@ -4,8 +4,12 @@
 // (BaGuaLu) and the general transformer builders both use it, so an op called "attn_qkv" is the
 // same thing in both.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/step_graph.hpp"
@@ -24,90 +28,102 @@ inline KernelShape rows_cols(double rows, double cols, double third = 0) {
 }
 inline KernelShape elements(double n) { return {{shape_dim(n, "a kernel's element count"), 0, 0}, 1}; }
 
+// The ops a new op runs after: one id, a list of ids or a vector of them, read in place (no
+// vector is allocated per op); ids below zero mean "no dependency". Lives only for the call that
+// takes it (a vector's elements are read where they are).
+class After {
+ public:
+  After(long one) : own_{one}, begin_(own_), end_(own_ + 1) {}  // NOLINT: ids convert implicitly
+  After(const std::vector<long>& v) : begin_(v.data()), end_(v.data() + v.size()) {}  // NOLINT
+  After(std::initializer_list<long> l) : begin_(own_), end_(own_ + l.size()) {  // NOLINT
+    if (l.size() > kOwn) throw std::invalid_argument("GraphBuilder: more than 4 dependencies in a brace list");
+    std::copy(l.begin(), l.end(), own_);
+  }
+  After(const After&) = delete;
+  After& operator=(const After&) = delete;
+  const long* begin() const { return begin_; }
+  const long* end() const { return end_; }
+
+ private:
+  static constexpr size_t kOwn = 4;
+  long own_[kOwn] = {};
+  const long* begin_;
+  const long* end_;
+};
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(StepGraph& g) : g_(g) {}
   // A GEMM computed in `p` on operands stored in `storage` (under autocast the attention's
   // operands stay fp32 in memory and are cast on the way in), appended after `after` (or after
   // nothing when after < 0); returns its id.
-  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage, KernelShape s,
-            long after) {
-    return gemm(name, label, ph, p, storage, s, std::vector<long>{after});
-  }
-  long gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage, KernelShape s,
-            const std::vector<long>& after) {
+  long gemm(std::string name, std::string label, Phase ph, Precision p, Precision storage, KernelShape s,
+            const After& after) {
     const NominalWork w = nominal_work(Kernel::gemm, s, storage);
     executed_ += w.flops;
     if (ph != Phase::optimizer) model_ += w.flops;
-    return add(name, label, ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, after);
+    return add(std::move(name), std::move(label), ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, after);
   }
   // The backward of the forward GEMM C[m x n] = A[m x k] B[k x n]: the data gradient
   // dA[m x k] = dC[m x n] B^T, then the weight gradient dB[k x n] = A^T dC[m x n].
-  long gemm_backward(const std::string& name, const std::string& label, Precision p, Precision storage, KernelShape fwd,
-                     long after) {
-    return gemm_backward(name, label, p, storage, fwd, std::vector<long>{after});
-  }
-  long gemm_backward(const std::string& name, const std::string& label, Precision p, Precision storage, KernelShape fwd,
-                     const std::vector<long>& after) {
+  long gemm_backward(std::string name, std::string label, Precision p, Precision storage, KernelShape fwd,
+                     const After& after) {
     const auto [m, n, k] = fwd.dims;
     const long dgrad = gemm(name + ".dgrad", label + ".dgrad", Phase::backward, p, storage, gemm_shape(m, k, n, fwd.batch), after);
-    return gemm(name + ".wgrad", label + ".wgrad", Phase::backward, p, storage, gemm_shape(k, n, m, fwd.batch), dgrad);
+    return gemm(std::move(name) + ".wgrad", std::move(label) + ".wgrad", Phase::backward, p, storage,
+                gemm_shape(k, n, m, fwd.batch), dgrad);
   }
-  long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
-              double flops, double bytes, long after) {
-    return memory(name, label, ph, kernel, p, s, flops, bytes, std::vector<long>{after});
-  }
-  long memory(const std::string& name, const std::string& label, Phase ph, Kernel kernel, Precision p, KernelShape s,
-              double flops, double bytes, const std::vector<long>& after) {
+  long memory(std::string name, std::string label, Phase ph, Kernel kernel, Precision p, KernelShape s,
+              double flops, double bytes, const After& after) {
     executed_ += flops;
-    return add(name, label, ph, ComputeWork{kernel, p, flops, bytes, s}, after);
+    return add(std::move(name), std::move(label), ph, ComputeWork{kernel, p, flops, bytes, s}, after);
   }
   // FlashAttention over `pairs` (sequence, head) pairs of `seq` tokens and head size `head_dim`:
   // `passes` GEMMs of s x s x head_dim each (2 forward, 5 backward), counted as model FLOPs like
   // the GEMMs they replace (and the recomputed ones).
-  long fused_attention(const std::string& name, const std::string& label, Phase ph, Precision p, double seq,
-                       double head_dim, int passes, double pairs, const std::vector<long>& after) {
+  long fused_attention(std::string name, std::string label, Phase ph, Precision p, double seq,
+                       double head_dim, int passes, double pairs, const After& after) {
     const KernelShape s{{std::int64_t(seq), std::int64_t(head_dim), passes}, std::int64_t(pairs)};
     const NominalWork w = nominal_work(Kernel::flash_attention, s, p);
     executed_ += w.flops;
     model_ += w.flops;
-    return add(name, label, ph, ComputeWork{Kernel::flash_attention, p, w.flops, w.bytes, s}, after);
+    return add(std::move(name), std::move(label), ph, ComputeWork{Kernel::flash_attention, p, w.flops, w.bytes, s}, after);
   }
   // The optimizer's update pass over a parameter shard.
-  long optimizer_update(const std::string& name, const std::string& label, double parameters,
-                        const std::vector<long>& after) {
+  long optimizer_update(std::string name, std::string label, double parameters,
+                        const After& after) {
     const KernelShape s = elements(parameters);
     const NominalWork w = nominal_work(Kernel::adam, s, Precision::fp32);
     executed_ += w.flops;
-    return add(name, label, Phase::optimizer, ComputeWork{Kernel::adam, Precision::fp32, w.flops, w.bytes, s}, after);
+    return add(std::move(name), std::move(label), Phase::optimizer, ComputeWork{Kernel::adam, Precision::fp32, w.flops, w.bytes, s}, after);
   }
   // Optimizer offload: `elements` values of precision p copied between the device and its host
   // over the host link (p's bytes each), in the optimizer phase. Data movement, not a kernel:
   // costed as bytes / the host link's bandwidth; no flops.
-  long host_copy(const std::string& name, const std::string& label, double elements, Precision p,
-                 const std::vector<long>& after) {
+  long host_copy(std::string name, std::string label, double elements, Precision p,
+                 const After& after) {
     const double bytes = elements * bytes_per_element(p);
-    return add(name, label, Phase::optimizer, ComputeWork{Kernel::host_copy, p, 0, bytes, exasim::elements(elements)},
+    return add(std::move(name), std::move(label), Phase::optimizer, ComputeWork{Kernel::host_copy, p, 0, bytes, exasim::elements(elements)},
                after);
   }
   // Optimizer offload: the Adam update of `parameters` by the host CPU, moving `bytes` to and from
   // host memory (costed as bytes / the host's memory bandwidth per device). Its flops (12 per
   // parameter, as the device's Adam) run on the host: not counted in executed_flops, which
   // counts the devices' work.
-  long host_optimizer_update(const std::string& name, const std::string& label, double parameters, double bytes,
-                             const std::vector<long>& after) {
-    return add(name, label, Phase::optimizer,
+  long host_optimizer_update(std::string name, std::string label, double parameters, double bytes,
+                             const After& after) {
+    return add(std::move(name), std::move(label), Phase::optimizer,
                ComputeWork{Kernel::host_adam, Precision::fp32, 12 * parameters, bytes, exasim::elements(parameters)},
                after);
   }
-  long collective(const std::string& name, const std::string& label, Phase ph, CollectiveKind k,
-                  CollectiveAlgorithm a, const std::string& role, double bytes, const std::vector<long>& after) {
-    return add(name, label, ph, CollectiveWork{k, a, role, bytes}, after);
+  long collective(std::string name, std::string label, Phase ph, CollectiveKind k,
+                  CollectiveAlgorithm a, const std::string& role, double bytes, const After& after) {
+    return add(std::move(name), std::move(label), ph, CollectiveWork{k, a, role, bytes}, after);
   }
   // A point-to-point send to, or receive from, the member at `offset` of this rank's group.
-  long transfer(const std::string& name, const std::string& label, Phase ph, TransferWork::Direction dir,
-                const std::string& role, int offset, double bytes, long tag, const std::vector<long>& after) {
-    return add(name, label, ph, TransferWork{dir, role, offset, bytes, tag}, after);
+  long transfer(std::string name, std::string label, Phase ph, TransferWork::Direction dir,
+                const std::string& role, int offset, double bytes, long tag, const After& after) {
+    return add(std::move(name), std::move(label), ph, TransferWork{dir, role, offset, bytes, tag}, after);
   }
   // A compute op that runs beside communication kernels computes on the SMs they leave
   // (ComputeWork::communication_sms).
@@ -121,15 +137,11 @@ class GraphBuilder {
 
  private:
   template <class Work>
-  long add(const std::string& name, const std::string& label, Phase ph, Work w, const std::vector<long>& after) {
-    return static_cast<long>(add_op(g_, Op{name, label, ph, std::move(w)}, deps_of(after)));
-  }
-  // Ids below zero mean "no dependency".
-  static std::vector<OpId> deps_of(const std::vector<long>& after) {
-    std::vector<OpId> deps;
-    for (long d : after)
-      if (d >= 0) deps.push_back(static_cast<OpId>(d));
-    return deps;
+  long add(std::string name, std::string label, Phase ph, Work w, const After& after) {
+    const OpId v = boost::add_vertex(Op{std::move(name), std::move(label), ph, std::move(w)}, g_);
+    for (const long d : after)
+      if (d >= 0) boost::add_edge(static_cast<OpId>(d), v, g_);
+    return static_cast<long>(v);
   }
   StepGraph& g_;
   double executed_ = 0, model_ = 0;

@@ -568,10 +568,12 @@ class StageBuilder {
   static bool narrower(Precision gemm, Precision kept) {
     return gemm != Precision::fp8 && bytes_per_element(kept) > bytes_per_element(gemm);
   }
-  void autocast(const std::string& n, const std::string& label, Phase ph, Precision gemm, Precision kept, double rows,
-                double cols) {
+  // (n, then what: the op's name less ".autocast"; joined only for a cast that happens, since most
+  // GEMMs cast nothing and the names were a sweep's largest allocation.)
+  void autocast(const std::string& n, const char* what, const char* label, Phase ph, Precision gemm, Precision kept,
+                double rows, double cols) {
     if (!narrower(gemm, kept) || rows * cols <= 0) return;
-    last_ = b_.memory(n + ".autocast", label, ph, Kernel::token_permute, Precision::fp32, rows_cols(rows, cols), 0,
+    last_ = b_.memory(n + what + ".autocast", label, ph, Kernel::token_permute, Precision::fp32, rows_cols(rows, cols), 0,
                       rows * cols * (bytes_per_element(kept) + bytes_per_element(gemm)), deps());
   }
   // The forward casts around a GEMM of m x n x k (`batch` products, `param` the weight's
@@ -579,10 +581,10 @@ class StageBuilder {
   void autocast_forward(const std::string& n, Phase ph, Precision gemm, Precision storage, Precision param, double m,
                         double nn, double k, double batch, bool before) {
     if (before) {
-      autocast(n + ".weight", "autocast_weight", ph, gemm, param, k * batch, nn);
-      autocast(n + ".input", "autocast_activation", ph, gemm, storage, m * batch, k);
+      autocast(n, ".weight", "autocast_weight", ph, gemm, param, k * batch, nn);
+      autocast(n, ".input", "autocast_activation", ph, gemm, storage, m * batch, k);
     } else {
-      autocast(n + ".output", "autocast_activation", ph, gemm, storage, m * batch, nn);
+      autocast(n, ".output", "autocast_activation", ph, gemm, storage, m * batch, nn);
     }
   }
   // The backward casts: the output gradient before the two GEMMs, the data and weight gradients
@@ -591,10 +593,10 @@ class StageBuilder {
                          double k, double batch, bool before) {
     const Phase B = Phase::backward;
     if (before) {
-      autocast(n + ".grad_output", "autocast_activation.bwd", B, gemm, storage, m * batch, nn);
+      autocast(n, ".grad_output", "autocast_activation.bwd", B, gemm, storage, m * batch, nn);
     } else {
-      autocast(n + ".grad_input", "autocast_activation.bwd", B, gemm, storage, m * batch, k);
-      autocast(n + ".grad_weight", "autocast_weight.bwd", B, gemm, param, k * batch, nn);
+      autocast(n, ".grad_input", "autocast_activation.bwd", B, gemm, storage, m * batch, k);
+      autocast(n, ".grad_weight", "autocast_weight.bwd", B, gemm, param, k * batch, nn);
     }
   }
   // A linear's forward: its gathers, the local GEMM, its reductions, in a chain.
@@ -930,17 +932,17 @@ class StageBuilder {
   double a2a_bytes() const { return x_.exchanged_rows() * x_.d * x_.ea; }
   // The cast of the R x d exchanged rows between the residual stream's storage and the experts'.
   void expert_boundary_cast(const std::string& n, Phase ph) {
-    autocast(n, "autocast_activation", ph, x_.ffn_storage, x_.storage, x_.expert_rows(), x_.d);
+    autocast(n, "", "autocast_activation", ph, x_.ffn_storage, x_.storage, x_.expert_rows(), x_.d);
   }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
     const double Re = x_.rows_per_expert(), le = x_.local_experts();
     const Precision f32 = Precision::fp32, g = x_.gate_gemm, e = x_.ffn_gemm, es = x_.ffn_storage, ep = x_.pp.expert_param;
     // The gate reads the layer's activations (x_.storage) and its scores go to the fp32 top-k.
-    autocast(p + "gate.weight", "autocast_weight", ph, g, x_.pp.shared_param, d, E);
-    autocast(p + "gate.input", "autocast_activation", ph, g, x_.storage, T, d);
+    autocast(p, "gate.weight", "autocast_weight", ph, g, x_.pp.shared_param, d, E);
+    autocast(p, "gate.input", "autocast_activation", ph, g, x_.storage, T, d);
     last_ = b_.gemm(p + "gate", "gate" + sfx, ph, g, operands(g, f32), gate(), deps());
-    autocast(p + "gate.output", "autocast_activation", ph, g, f32, T, E);
+    autocast(p, "gate.output", "autocast_activation", ph, g, f32, T, E);
     last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
                       rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
     last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.storage,
@@ -988,10 +990,10 @@ class StageBuilder {
     last_ = b_.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, rows_cols(T, E, x_.k),
                       4 * T * E, 2 * T * E * 4, deps());
     const Precision g = x_.gate_gemm;
-    autocast(p + "gate.grad_output", "autocast_activation.bwd", B, g, Precision::fp32, T, E);
+    autocast(p, "gate.grad_output", "autocast_activation.bwd", B, g, Precision::fp32, T, E);
     last_ = b_.gemm_backward(p + "gate", "gate", g, operands(g, Precision::fp32), gate(), deps());
-    autocast(p + "gate.grad_input", "autocast_activation.bwd", B, g, x_.storage, T, d);
-    autocast(p + "gate.grad_weight", "autocast_weight.bwd", B, g, x_.pp.shared_param, d, E);
+    autocast(p, "gate.grad_input", "autocast_activation.bwd", B, g, x_.storage, T, d);
+    autocast(p, "gate.grad_weight", "autocast_weight.bwd", B, g, x_.pp.shared_param, d, E);
   }
 
   void layer_backward(int l) {
