@@ -12,6 +12,8 @@
 // Routes: inside a supernode  noc(a) nic_up(a) nic_down(b) noc(b)
 //         across supernodes   noc(a) nic_up(a) sn_up(A) sn_down(B) nic_down(b) noc(b)
 #pragma once
+#include <algorithm>
+
 #include "sim/network.hpp"
 #include "topologies/machine_spec.hpp"
 
@@ -32,8 +34,13 @@ class SunwayNetwork final : public Network {
   double compute_unit_speed_flops_per_s() const override { return cg_speed_; }
   std::string node_name(int node) const override;
   double message_overhead_s() const override { return message_overhead_s_; }
+  // A message up to the limit is copied whole; a larger one (rendezvous) its first limit bytes.
   double eager_copy_s(double message_bytes) const override {
-    return message_bytes > 0 && message_bytes <= eager_limit_bytes_ ? message_bytes / eager_copy_Bps_ : 0;
+    return message_bytes > 0 && eager_limit_bytes_ > 0 ? std::min(message_bytes, eager_limit_bytes_) / eager_copy_Bps_
+                                                       : 0;
+  }
+  bool rendezvous(double message_bytes) const override {
+    return eager_limit_bytes_ > 0 && message_bytes > eager_limit_bytes_;
   }
 
   int supernode_of(int node) const { return node / nodes_per_sn_; }
