@@ -19,6 +19,16 @@
 
 namespace exasim {
 
+// The per-link latency an MPI library's eager limit implies: the limit is set where copying a
+// message eagerly costs what the rendezvous handshake it saves costs, one round trip of the path
+// (MPI libraries tune it at that crossover), so limit / copy rate = 2 x path latency. The path is
+// the all-to-all's usual one, across supernodes: four links with a latency (nic up, supernode up,
+// supernode down, nic down). The machine file's link_latency_s, when given, overrides it.
+inline double sunway_latency_from_eager_limit_s(double eager_limit_bytes, double eager_copy_Bps) {
+  constexpr int kCrossSupernodeLinks = 4;
+  return eager_limit_bytes / eager_copy_Bps / (2.0 * kCrossSupernodeLinks);
+}
+
 class SunwayNetwork final : public Network {
  public:
   enum Kind { noc = 0, nic_up = 1, nic_down = 2, supernode_uplink = 3, supernode_downlink = 4 };
