@@ -98,7 +98,7 @@ class Estimator {
         // data-parallel ring over consecutive GPUs that leaves its node).
         const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
         end = ready + collective_time_s(sch, *c, gt, gi) + sch.messages_per_member() * net_.message_overhead_s() +
-              eager_copies_s(sch, gt.index_in_group[r]);
+              protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi).latency_s);
       }
     } else {
       const auto& t = std::get<TransferWork>(op.work);
@@ -108,7 +108,8 @@ class Estimator {
       if (t.direction == TransferWork::Direction::send) {
         const int peer = members[((m + t.offset) % n + n) % n];
         const PathCost pc = peer == r ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(r, peer);
-        end = ready + net_.message_overhead_s() + net_.eager_copy_s(t.bytes) + pc.latency_s + t.bytes / pc.bandwidth_Bps;
+        end = ready + net_.message_overhead_s() + net_.eager_copy_s(t.bytes) + (net_.rendezvous(t.bytes) ? 3 : 1) * pc.latency_s +
+              t.bytes / pc.bandwidth_Bps;
         sent_[{p, t.tag}] = end;
       } else {
         const int sender = members[((m - t.offset) % n + n) % n];
@@ -130,14 +131,21 @@ class Estimator {
   // A collective's time without per-message overheads. The multi-ring's step sends two flows at
   // once: L-1 channels' chunks to the next member of the block, one across to the next block; the
   // slower sets the step. Every other algorithm: its alpha-beta time over the slowest ring pair.
-  // Member m's eager copies over the whole collective (Network::eager_copy_s of each message it sends).
-  double eager_copies_s(const CollectiveSchedule& sch, int m) const {
-    if (net_.eager_copy_s(1.0) == 0) return 0;  // a network without eager copies
+  // Member m's cost of MPI's protocols over the whole collective: the eager copy of each message it
+  // sends (Network::eager_copy_s) and, per step that sends by rendezvous, one round trip of
+  // `latency_s` (the step's messages are posted together, so their handshakes overlap).
+  double protocol_s(const CollectiveSchedule& sch, int m, double latency_s) const {
+    if (net_.eager_copy_s(1.0) == 0 && !net_.rendezvous(1e300)) return 0;  // neither protocol modelled
     double total_s = 0;
     CollectiveStep st;
     for (int k = 0; k < sch.step_count(); ++k) {
       sch.step(m, k, st);
-      for (const auto& snd : st.sends) total_s += net_.eager_copy_s(snd.bytes);
+      bool rendezvous = false;
+      for (const auto& snd : st.sends) {
+        total_s += net_.eager_copy_s(snd.bytes);
+        rendezvous = rendezvous || net_.rendezvous(snd.bytes);
+      }
+      if (rendezvous) total_s += 2 * latency_s;
     }
     return total_s;
   }

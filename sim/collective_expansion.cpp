@@ -72,8 +72,9 @@ void Replay::side_flows(const CollectiveInstance& in, int slot, const Collective
     for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);
     for (const auto& snd : st.sends) {
       if (snd.bytes <= 0) continue;
-      const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
-      out[k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, posted_s)});
+      const auto eps = paths_.exhaustive_endpoints(slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
+      const double wait_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps));
+      out[k].push_back({snd.peer, flow_task(eps.first, eps.second, snd.bytes, wait_s)});
     }
   }
 }
@@ -171,15 +172,17 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   double run_bytes = 0;
   int run_steps = 0;
   double run_posting_s = 0;  // the sender's cost of posting the run's steps' messages (posting_s each)
+  int run_handshakes = 0;    // the run's steps that go by rendezvous: one round trip each
   auto flush = [&]() {
     if (run_steps == 0) return;
-    const double delay = (run_steps - 1) * paths_.route_latency_s(run_route) + run_posting_s;
+    const double delay = (run_steps - 1 + 2 * run_handshakes) * paths_.route_latency_s(run_route) + run_posting_s;
     const int t = folded_flow(s, run_route, run_bytes, delay);
     edge(prev, t);
     prev = t;
     run_steps = 0;
     run_bytes = 0;
     run_posting_s = 0;
+    run_handshakes = 0;
   };
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.step(m, k, st);
@@ -192,6 +195,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       run_bytes += snd.bytes;
       run_steps++;
       run_posting_s += posting_s(snd.bytes);
+      run_handshakes += net_.rendezvous(snd.bytes) ? 1 : 0;
       continue;
     }
     flush();
@@ -199,7 +203,8 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     std::map<std::vector<int>, double> by_route;
     std::map<int, double> by_route_id;
     double step_posting_s = 0;  // every flow starts once all are posted
-    for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes);
+    bool step_rendezvous = false;  // the handshakes overlap: one round trip for the step's flows
+    for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes), step_rendezvous |= net_.rendezvous(snd.bytes);
     for (const auto& snd : st.sends)
       if (snd.bytes > 0) by_route_id[paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
     for (auto& [id, bytes] : by_route_id) by_route[paths_.route(id)] += bytes;  // in route order, as before
@@ -210,6 +215,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       run_bytes = bytes;
       run_steps = 1;
       run_posting_s = step_posting_s;
+      run_handshakes = step_rendezvous ? 1 : 0;
       const int before = prev;
       flush();  // sets prev to the new flow
       edge(prev, join);

@@ -45,9 +45,16 @@ class Network {
   // The sender's extra cost of one message of `message_bytes` under MPI's eager protocol: a message
   // up to the library's eager limit is copied by the sending process into a pre-registered buffer
   // (one byte at a time through the core that runs the process), serially per sender like the
-  // overhead; a larger one goes zero-copy (rendezvous) at the links' bandwidth. 0 unless a network
-  // says otherwise.
+  // overhead. A larger one goes by rendezvous (rendezvous()): as in Open MPI's ob1, its first
+  // eager-limit bytes still travel copied with the match header (the sender pays that copy), the
+  // rest zero-copy at the links' bandwidth once the receiver's clear-to-send is back. 0 unless a
+  // network says otherwise.
   virtual double eager_copy_s(double /*message_bytes*/) const { return 0; }
+  // Whether a message of `message_bytes` goes by MPI's rendezvous protocol: its bulk waits one extra
+  // round trip of its path's latency (request to send, clear to send) after it is posted. The
+  // buffers are taken as registered already (MPI's registration cache; a collective's buffers are
+  // reused every layer), so no registration cost. false unless a network says otherwise.
+  virtual bool rendezvous(double /*message_bytes*/) const { return false; }
   // The fraction of its kind's bandwidth one link instance runs at (a degraded link, a slow
   // node's NIC): 1 unless a network says otherwise. For a node-private kind the instance is
   // the node.

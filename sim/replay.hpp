@@ -161,6 +161,11 @@ class Replay {
   double overhead_s_;  // the network's per-message sender overhead
   // The sender's serial cost of one message of `bytes`: the overhead and its eager copy.
   double posting_s(double bytes) const { return overhead_s_ + net_.eager_copy_s(bytes); }
+  // The wait of a rendezvous message's bulk for the receiver's clear to send: one round trip of
+  // the route's latency (Network::rendezvous); 0 for an eager message.
+  double handshake_s(double bytes, const std::vector<int>& route) const {
+    return net_.rendezvous(bytes) ? 2 * paths_.route_latency_s(route) : 0;
+  }
   Folding fold_;
   PathMap paths_;
 

@@ -233,10 +233,11 @@ void Replay::expand_send(int s, OpId v, const TransferWork& t, int ready) {
   if (t.bytes <= 0 || src_node == dst_node) {
     task = new_task(Task::join);
   } else if (fid_ == Fidelity::exhaustive) {
-    const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(s, src_node, dst_node);
-    task = flow_task(src_ep, dst_ep, t.bytes, posting_s(t.bytes));
+    const auto eps = paths_.exhaustive_endpoints(s, src_node, dst_node);
+    task = flow_task(eps.first, eps.second, t.bytes, posting_s(t.bytes) + handshake_s(t.bytes, paths_.routes().at(eps)));
   } else {
-    task = folded_flow(s, paths_.map_path(s, src_node, dst_node), t.bytes, posting_s(t.bytes));
+    const std::vector<int> route = paths_.map_path(s, src_node, dst_node);
+    task = folded_flow(s, route, t.bytes, posting_s(t.bytes) + handshake_s(t.bytes, route));
   }
   edge(ready, task);
   op_done_[slot_base_[s] + v] = task;

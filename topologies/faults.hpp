@@ -145,6 +145,7 @@ class FaultyNetwork final : public Network {
   std::string node_name(int node) const override { return base_.node_name(node); }
   double message_overhead_s() const override { return base_.message_overhead_s(); }
   double eager_copy_s(double message_bytes) const override { return base_.eager_copy_s(message_bytes); }
+  bool rendezvous(double message_bytes) const override { return base_.rendezvous(message_bytes); }
   double bandwidth_factor(int kind, int instance) const override;
   double compute_factor(int node) const override;
 

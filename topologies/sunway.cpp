@@ -77,7 +77,11 @@ void read_sunway_machine(const MachineReader& r, const nlohmann::json& m, const 
     s.eager_limit_bytes = r.required_ranged(m, path, "eager_limit_bytes", kEagerLimitRange);
     s.eager_copy_Bps = r.required_ranged(m, path, "eager_copy_Bps", kLinkBandwidthRange);
   }
-  s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
+  // The link latency: given, or derived from the eager protocol (sunway_latency_from_eager_limit_s).
+  if (MachineReader::has(m, "link_latency_s") || !limit)
+    s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
+  else
+    s.link_latency_s = sunway_latency_from_eager_limit_s(s.eager_limit_bytes, s.eager_copy_Bps);
 }
 
 }  // namespace exasim

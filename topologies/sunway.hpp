@@ -12,10 +12,22 @@
 // Routes: inside a supernode  noc(a) nic_up(a) nic_down(b) noc(b)
 //         across supernodes   noc(a) nic_up(a) sn_up(A) sn_down(B) nic_down(b) noc(b)
 #pragma once
+#include <algorithm>
+
 #include "sim/network.hpp"
 #include "topologies/machine_spec.hpp"
 
 namespace exasim {
+
+// The per-link latency an MPI library's eager limit implies: the limit is set where copying a
+// message eagerly costs what the rendezvous handshake it saves costs, one round trip of the path
+// (MPI libraries tune it at that crossover), so limit / copy rate = 2 x path latency. The path is
+// the all-to-all's usual one, across supernodes: four links with a latency (nic up, supernode up,
+// supernode down, nic down). The machine file's link_latency_s, when given, overrides it.
+inline double sunway_latency_from_eager_limit_s(double eager_limit_bytes, double eager_copy_Bps) {
+  constexpr int kCrossSupernodeLinks = 4;
+  return eager_limit_bytes / eager_copy_Bps / (2.0 * kCrossSupernodeLinks);
+}
 
 class SunwayNetwork final : public Network {
  public:
@@ -32,8 +44,13 @@ class SunwayNetwork final : public Network {
   double compute_unit_speed_flops_per_s() const override { return cg_speed_; }
   std::string node_name(int node) const override;
   double message_overhead_s() const override { return message_overhead_s_; }
+  // A message up to the limit is copied whole; a larger one (rendezvous) its first limit bytes.
   double eager_copy_s(double message_bytes) const override {
-    return message_bytes > 0 && message_bytes <= eager_limit_bytes_ ? message_bytes / eager_copy_Bps_ : 0;
+    return message_bytes > 0 && eager_limit_bytes_ > 0 ? std::min(message_bytes, eager_limit_bytes_) / eager_copy_Bps_
+                                                       : 0;
+  }
+  bool rendezvous(double message_bytes) const override {
+    return eager_limit_bytes_ > 0 && message_bytes > eager_limit_bytes_;
   }
 
   int supernode_of(int node) const { return node / nodes_per_sn_; }

@@ -584,10 +584,29 @@ TEST_CASE("scenario: an embedded machine names its device, whose annotated value
   CHECK(overhead);
   CHECK(copy);
   CHECK(limit);
-  CHECK(s.machine.message_overhead_s == doctest::Approx(6.239e-7));
+  CHECK(s.machine.message_overhead_s == doctest::Approx(6.236e-7));
   CHECK(s.machine.eager_limit_bytes == 12288);
-  CHECK(s.machine.eager_copy_Bps == doctest::Approx(1.946e9));
+  CHECK(s.machine.eager_copy_Bps == doctest::Approx(1.893e9));
+  // Not given: derived from the eager protocol, 12,288 B / 1.893 GB/s / (2 x 4 links) = 0.8114 us.
+  CHECK(s.machine.link_latency_s == doctest::Approx(0.8114e-6).epsilon(1e-3));
   CHECK(s.machine.optimizer_memory_bandwidth_Bps == doctest::Approx(240.2e9 * 28 / 84).epsilon(1e-3));
+}
+
+// A Sunway machine's link latency: given, or derived from the eager protocol's limit and copy rate
+// (limit / rate = one round trip over the four links across supernodes): 12,288 B / 2 GB/s / 8 =
+// 0.768 us. Without either, refused at /machine/link_latency_s.
+TEST_CASE("scenario: a sunway machine's link latency is given or derived from its eager limit") {
+  json j = valid_scenario();
+  j["machine"]["eager_limit_bytes"] = json{{"value", 12288}, {"assumption", "an MPI default"}};
+  j["machine"]["eager_copy_Bps"] = json{{"value", 2e9}, {"assumption", "a copy rate"}};
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").machine.link_latency_s == doctest::Approx(1.0e-6));
+  j["machine"].erase("link_latency_s");
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").machine.link_latency_s == doctest::Approx(0.768e-6));
+  j["machine"].erase("eager_limit_bytes");
+  j["machine"].erase("eager_copy_Bps");
+  const Caught c = error_of(j);
+  CHECK(c.thrown);
+  CHECK(c.path == "/machine/link_latency_s");
 }
 
 TEST_CASE("scenario error: an unknown device name") {
