@@ -27,7 +27,8 @@ SimResult Replay::collect_result() {
   SimResult res;
   res.fidelity = fid_;
   long unfinished = 0;
-  for (auto& t : tasks_) {
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    const Task& t = tasks_[i];
     if (t.end_s < 0) unfinished++;
     res.step_time_s = std::max(res.step_time_s, t.end_s);
   }

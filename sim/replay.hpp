@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/chunked_vector.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -132,13 +133,12 @@ class Replay {
  private:
   // --- the task DAG (task_graph.cpp)
   int new_task(Task::Kind k) {
-    tasks_.emplace_back();
-    tasks_.back().kind = k;
+    tasks_.emplace_back().kind = k;
     return static_cast<int>(tasks_.size()) - 1;
   }
   // Edges are collected while the DAG is built, then laid out by source (finish_edges).
   void edge(int from, int to) {
-    edges_.push_back({from, to});
+    edges_.emplace_back() = {from, to};
     tasks_[to].pending++;
   }
   void finish_edges();
@@ -198,8 +198,8 @@ class Replay {
   Folding fold_;
   PathMap paths_;
 
-  std::vector<Task> tasks_;
-  std::vector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
+  ChunkedVector<Task> tasks_;  // grows without copying (see chunked_vector.hpp)
+  ChunkedVector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
   // Successors of task t: succ_[succ_begin_[t] .. succ_begin_[t + 1]), in creation order.
   std::vector<int> succ_begin_, succ_;
   std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
