@@ -58,95 +58,65 @@ void Replay::join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, 
   if (++in.arrived == static_cast<int>(in.by_member.size())) complete_instances_.push_back(it->second);
 }
 
-// The flows of one member's side of an exhaustive collective: per step, (destination member, flow task).
-void Replay::side_flows(const CollectiveInstance& in, int slot, const CollectiveSchedule& sch,
-                        std::vector<std::vector<std::pair<int, int>>>& out) {
-  const auto& members = in.gt->members[in.group];
-  const int r = fold_.slot_rank[slot];
-  const int m = in.gt->index_in_group[r];
-  CollectiveStep st;
-  out.resize(sch.step_count());
-  for (int k = 0; k < sch.step_count(); ++k) {
-    sch.step(m, k, st);
-    double posted_s = 0;  // the sender posts them one by one
-    for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);
-    for (const auto& snd : st.sends) {
-      if (snd.bytes <= 0) continue;
-      const auto eps = paths_.exhaustive_endpoints(slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
-      const double wait_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps));
-      out[k].push_back({snd.peer, flow_task(eps.first, eps.second, snd.bytes, wait_s)});
-    }
-  }
-}
-
-// Expands the complete collectives: every member's side, slot by slot. A step k of a member
-// waits for its own step k-1 sends and the step k-1 flows it receives (sendrecv semantics).
+// Expands the complete collectives. Their flows are not built now: each member's side becomes
+// one task, ready with the member's ready join, that the run holds until the side's last step is
+// over (live_collective.cpp creates each step's flows when the step's predecessors are done).
+// The routes every flow will take are registered here, since the platform is built before the
+// run. Sides in (slot, op) order, steps in order, as the flows used to be built.
 void Replay::expand_collectives_exhaustive() {
   struct Side {
     int participant;
     int instance;
   };
   std::vector<Side> sides;
-  for (int i : complete_instances_)
-    for (int part : instances_[i].by_member) sides.push_back({part, i});
+  for (int i : complete_instances_) {
+    CollectiveInstance& in = instances_[i];
+    const CollectiveWork& c = *in.work;
+    in.schedule = static_cast<int>(schedules_.size());
+    schedules_.emplace_back(c.kind, c.algorithm, static_cast<int>(in.gt->members[in.group].size()), c.bytes,
+                            in.gt->block_size);
+    in.first_side = static_cast<int>(sides_.size());
+    for (size_t m = 0; m < in.by_member.size(); ++m) {
+      LiveSide ls;
+      ls.instance = i;
+      ls.member = static_cast<int>(m);
+      ls.slot = participants_[in.by_member[m]].slot;
+      sides_.push_back(ls);
+      sides.push_back({in.by_member[m], i});
+    }
+  }
   complete_instances_.clear();
   std::sort(sides.begin(), sides.end(), [&](const Side& a, const Side& b) {
     const Participant &pa = participants_[a.participant], &pb = participants_[b.participant];
     return pa.slot != pb.slot ? pa.slot < pb.slot : pa.op < pb.op;
   });
-  std::unordered_map<int, int> side_of;  // participant -> index in sides
-  for (size_t i = 0; i < sides.size(); ++i) side_of[sides[i].participant] = static_cast<int>(i);
-  std::vector<CollectiveSchedule> schedules;  // per side
-  // sends[side][k] = list of (destination member, flow task)
-  std::vector<std::vector<std::vector<std::pair<int, int>>>> sends(sides.size());
-  for (size_t i = 0; i < sides.size(); ++i) {
-    const CollectiveInstance& in = instances_[sides[i].instance];
-    const CollectiveWork& c = *in.work;
-    schedules.emplace_back(c.kind, c.algorithm, static_cast<int>(in.gt->members[in.group].size()), c.bytes,
-                           in.gt->block_size);
-    side_flows(in, participants_[sides[i].participant].slot, schedules.back(), sends[i]);
-  }
   CollectiveStep st;
-  // The step-k flows that side i receives.
-  auto received = [&](size_t i, int k, std::vector<int>& out) {
-    const CollectiveInstance& in = instances_[sides[i].instance];
-    const int r = fold_.slot_rank[participants_[sides[i].participant].slot];
-    const int m = in.gt->index_in_group[r];
-    schedules[i].step(m, k, st);
-    for (int q : st.recv_from) {
-      const int qi = side_of.at(in.by_member[q]);
-      for (auto& [peer, t] : sends[qi][k])
-        if (peer == m) out.push_back(t);
-    }
-  };
-  std::vector<int> rec;
-  for (size_t i = 0; i < sides.size(); ++i) {
-    const Participant& part = participants_[sides[i].participant];
-    const int ready = part.ready, done = part.done;
-    const int K = static_cast<int>(sends[i].size());
-    if (K == 0) {
-      edge(ready, done);
+  for (const Side& sd : sides) {
+    const Participant& part = participants_[sd.participant];
+    const CollectiveInstance& in = instances_[sd.instance];
+    const CollectiveSchedule& sch = schedules_[in.schedule];
+    if (sch.step_count() == 0 || in.work->bytes <= 0) {  // no flow: done once ready
+      edge(part.ready, part.done);
       continue;
     }
-    for (int k = 0; k < K; ++k) {
-      std::vector<int> deps;
-      if (k == 0) {
-        deps.push_back(ready);
-      } else {
-        for (auto& p : sends[i][k - 1]) deps.push_back(p.second);
-        rec.clear();
-        received(i, k - 1, rec);
-        deps.insert(deps.end(), rec.begin(), rec.end());
-        if (sends[i][k - 1].empty() && rec.empty()) deps.push_back(ready);
-      }
-      for (auto& p : sends[i][k])
-        for (int d : deps) edge(d, p.second);
+    const auto& members = in.gt->members[in.group];
+    const int r = fold_.slot_rank[part.slot];
+    const int m = in.gt->index_in_group[r];
+    int last_peer = -1;
+    for (int k = 0; k < sch.step_count(); ++k) {
+      sch.step(m, k, st);
+      for (const auto& snd : st.sends)
+        if (snd.bytes > 0 && snd.peer != last_peer) {
+          paths_.exhaustive_endpoints(part.slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
+          last_peer = snd.peer;
+        }
     }
-    for (auto& p : sends[i][K - 1]) edge(p.second, done);
-    rec.clear();
-    received(i, K - 1, rec);
-    for (int t : rec) edge(t, done);
-    edge(ready, done);
+    const int side = in.first_side + m;
+    const int t = new_task(Task::side);
+    tasks_[t].slot = side;
+    sides_[side].task = t;
+    edge(part.ready, t);
+    edge(t, part.done);
   }
 }
 

@@ -27,10 +27,12 @@ SimResult Replay::collect_result() {
   SimResult res;
   res.fidelity = fid_;
   long unfinished = 0;
-  for (auto& t : tasks_) {
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    const Task& t = tasks_[i];
     if (t.end_s < 0) unfinished++;
     res.step_time_s = std::max(res.step_time_s, t.end_s);
   }
+  res.step_time_s = std::max(res.step_time_s, last_flow_end_s_);
   if (unfinished > 0)
     throw std::runtime_error("the step graph did not complete: " + std::to_string(unfinished) +
                              " tasks never ran (a dependency cycle or a missing peer)");

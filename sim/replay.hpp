@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/chunked_vector.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -26,8 +27,11 @@
 namespace exasim::detail {
 
 // A task of the DAG: 48 bytes; its successors live in the Replay's shared storage (succ_).
+// A side task stands for one member's side of an exhaustive collective (slot: its LiveSide):
+// it starts with the member's ready join and completes when the side's last step is over; the
+// flows of its steps are tasks created during the run (LiveFlow), not part of the DAG.
 struct Task {
-  enum Kind : uint8_t { compute, flow, join };
+  enum Kind : uint8_t { compute, flow, join, side };
   double amount = 0;   // compute: seconds; flow: bytes
   double delay_s = 0;  // flow: extra latency before the transfer
   double end_s = -1;
@@ -68,6 +72,30 @@ struct CollectiveInstance {
   int group = 0;
   std::vector<int> by_member;  // member index -> participant, -1 until it arrives
   int arrived = 0;
+  int schedule = -1;    // in Replay::schedules_, once complete
+  int first_side = -1;  // its member m's side is sides_[first_side + m], once complete
+};
+
+// One member's side of an exhaustive collective during the run (live_collective.cpp). Step k+1
+// is released once the side's step-k sends are done and the step-k flows it receives have
+// arrived (every step of a collective with bytes sends at least one flow, and receives one flow
+// from each member it lists in recv_from).
+struct LiveSide {
+  int instance = -1;
+  int member = 0;
+  int slot = 0;
+  int task = -1;        // its side task
+  int step = -1;        // the last released step (-1: not started)
+  int left = 0;         // flows of `step` (sent or received) not yet over
+  std::vector<int> early;  // early[j]: flows of step step+1+j received already
+};
+
+// A flow of an exhaustive collective's step, created when the step is released and recycled
+// when it arrives. Task ids of live flows are negative: -1 - index in Replay::live_flows_.
+struct LiveFlow {
+  Task task;
+  int from_side = -1, to_side = -1;
+  int step = 0;
 };
 
 // A receive waiting for its send (resolved once every task exists).
@@ -105,13 +133,12 @@ class Replay {
  private:
   // --- the task DAG (task_graph.cpp)
   int new_task(Task::Kind k) {
-    tasks_.emplace_back();
-    tasks_.back().kind = k;
+    tasks_.emplace_back().kind = k;
     return static_cast<int>(tasks_.size()) - 1;
   }
   // Edges are collected while the DAG is built, then laid out by source (finish_edges).
   void edge(int from, int to) {
-    edges_.push_back({from, to});
+    edges_.emplace_back() = {from, to};
     tasks_[to].pending++;
   }
   void finish_edges();
@@ -134,13 +161,20 @@ class Replay {
   // --- collectives into flows (collective_expansion.cpp)
   void join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready);
   void expand_collectives_exhaustive();
-  void side_flows(const CollectiveInstance& in, int slot, const CollectiveSchedule& sch,
-                  std::vector<std::vector<std::pair<int, int>>>& out);
+  // --- exhaustive collectives' steps during the run (live_collective.cpp)
+  void start_side(int side);
+  void release_step(int side);
+  void flow_arrived(int side, int step);
+  void live_flow_done(int t);
+  int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
   const std::vector<int>& classes_of_group(const GroupTable& gt, int group);
   bool node_slowed(int node) const;
   bool group_has_other_slowed_class(const GroupTable& gt, int group, int own_class);
   void resolve_sync(const PendingSync& p);
+
+  // A task by id: the DAG's (id >= 0) or a live flow's (id < 0).
+  Task& task_ref(int t) { return t >= 0 ? tasks_[t] : live_flows_[-1 - t].task; }
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();
@@ -169,8 +203,8 @@ class Replay {
   Folding fold_;
   PathMap paths_;
 
-  std::vector<Task> tasks_;
-  std::vector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
+  ChunkedVector<Task> tasks_;  // grows without copying (see chunked_vector.hpp)
+  ChunkedVector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
   // Successors of task t: succ_[succ_begin_[t] .. succ_begin_[t + 1]), in creation order.
   std::vector<int> succ_begin_, succ_;
   std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
@@ -185,6 +219,11 @@ class Replay {
   std::vector<CollectiveInstance> instances_;
   std::vector<Participant> participants_;
   std::vector<int> complete_instances_;  // complete, not yet expanded
+  std::vector<CollectiveSchedule> schedules_;  // per complete instance
+  std::vector<LiveSide> sides_;
+  std::vector<LiveFlow> live_flows_;
+  std::vector<int> free_flows_;  // indices in live_flows_ to reuse
+  double last_flow_end_s_ = -1;  // the latest arrival of a live flow
   std::vector<PendingRecv> recvs_;
   std::vector<PendingSync> syncs_;
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached

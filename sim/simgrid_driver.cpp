@@ -58,9 +58,20 @@ void Replay::build_platform() {
   stats_.routes = static_cast<long>(paths_.routes().size());
 }
 
+// An activity's data: its task id t as 2t + 2 (the DAG's) or -2t - 1 (a live flow's); never null.
+static void* tag_of(int t) { return reinterpret_cast<void*>(static_cast<intptr_t>(t >= 0 ? 2L * t + 2 : -2L * t - 1)); }
+static int task_of_tag(const void* p) {
+  const auto v = reinterpret_cast<intptr_t>(p);
+  return static_cast<int>(v % 2 == 0 ? v / 2 - 1 : -(v + 1) / 2);
+}
+
 void Replay::launch(int t) {
-  Task& task = tasks_[t];
-  auto tag = reinterpret_cast<void*>(static_cast<intptr_t>(t) + 1);
+  Task& task = task_ref(t);
+  void* tag = tag_of(t);
+  if (task.kind == Task::side) {
+    start_side(task.slot);
+    return;
+  }
   if (task.kind == Task::join || (task.kind == Task::compute && task.amount <= 0) ||
       (task.kind == Task::flow && task.amount <= 0 && task.delay_s <= 0)) {
     complete(t);
@@ -106,7 +117,7 @@ void Replay::start_delay(int t, double seconds) {
 
 // One SimGrid activity (or delay) of task t is over.
 void Replay::part_done(int t) {
-  Task& task = tasks_[t];
+  Task& task = task_ref(t);
   if (task.kind == Task::flow && task.parts == -1) {  // delay stage over: start the transfer
     task.delay_s = 0;
     task.parts = 0;
@@ -134,6 +145,10 @@ void Replay::drain_soon() {
 }
 
 void Replay::complete(int t) {
+  if (t < 0) {
+    live_flow_done(t);
+    return;
+  }
   Task& task = tasks_[t];
   task.end_s = sg4::Engine::get_clock();
   for (int i = succ_begin_[t]; i < succ_begin_[t + 1]; ++i)
@@ -169,8 +184,8 @@ void Replay::simulate_tasks() {
   build_platform();
 
   sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
-    const auto t = static_cast<int>(reinterpret_cast<intptr_t>(a.get_data<void>()) - 1);
-    if (t < 0) return;
+    if (a.get_data<void>() == nullptr) return;
+    const int t = task_of_tag(a.get_data<void>());
     // SimGrid may still touch the activity after this callback: release it once time advances.
     auto it = live_.find(&a);
     if (it != live_.end()) {

@@ -167,8 +167,6 @@ void Replay::expand_op(int s, OpId v, int ready) {
 void Replay::build() {
   prepare_slots();
   const size_t slots = fold_.slot_rank.size();
-  tasks_.reserve(2 * slot_base_[slots]);  // at least a ready join and a done task per op
-  edges_.reserve(2 * slot_base_[slots]);
   size_t max_ops = 0;
   for (size_t s = 0; s < slots; ++s) max_ops = std::max(max_ops, prog(static_cast<int>(s)).n_ops);
   // vecS vertices are numbered in insertion order, and add_op only links to earlier ops,
@@ -197,12 +195,12 @@ void Replay::build() {
 // Successors in one array by source (a stable counting sort keeps each task's creation order).
 void Replay::finish_edges() {
   succ_begin_.assign(tasks_.size() + 1, 0);
-  for (const auto& e : edges_) succ_begin_[e.first + 1]++;
+  for (size_t i = 0; i < edges_.size(); ++i) succ_begin_[edges_[i].first + 1]++;
   for (size_t t = 0; t < tasks_.size(); ++t) succ_begin_[t + 1] += succ_begin_[t];
   succ_.resize(edges_.size());
   std::vector<int> next(succ_begin_.begin(), succ_begin_.end() - 1);
-  for (const auto& e : edges_) succ_[next[e.first]++] = e.second;
-  std::vector<std::pair<int, int>>().swap(edges_);
+  for (size_t i = 0; i < edges_.size(); ++i) succ_[next[edges_[i].first]++] = edges_[i].second;
+  edges_ = ChunkedVector<std::pair<int, int>>();
 }
 
 void Replay::check_collectives_matched() const {

@@ -261,6 +261,31 @@ TEST_CASE("collectives sim: exhaustive ring all_reduce of 8 matches the closed f
   check_against_closed_form(8, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, Fidelity::exhaustive);
 }
 
+// Exhaustive collectives' flows are created during the run, step by step (sim/live_collective.cpp).
+// Rank 0 computes 2 s before the ring all-reduce; the others reach it at once and send their step-0
+// chunks, which arrive before rank 0 has started (the receiver counts them in advance). The ring is
+// paced by rank 0 from then on: every step of the collective follows its start, so the step is
+// 2 s plus the collective's closed form.
+TEST_CASE("collectives sim: exhaustive ring all_reduce of 4 with a late member is its closed form after it") {
+  const int n = 4;
+  const double bytes = 8.0 * 1024 * 1024 * n;
+  const CollectiveWork c{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes};
+  Workload w = one_collective(n, c.kind, c.algorithm, bytes);
+  w.programs.emplace_back();
+  const double F = 3.2e12, P = 2e12, e = 0.8;  // 2 s
+  const OpId g = add_op(w.programs[1], Op{"gemm", "gemm", Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, F, 1e3, {}}}, {});
+  add_op(w.programs[1], Op{"coll", "coll", Phase::forward, c}, {g});
+  w.program_of_rank = {1, 0, 0, 0};
+  const test::StarNetwork net(n, kB, kL);
+  const RooflineCostModel cost = test_cost_model();
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
+  const double collective = CollectiveSchedule(c.kind, c.algorithm, n, bytes).alpha_beta_time_s(2 * kL, kB);
+  CHECK(res.step_time_s == doctest::Approx(F / (P * e) + collective).epsilon(1e-6));
+  CHECK(res.stats.flows == 2 * (n - 1) * n);
+  // Ranks 1..3 end no earlier than rank 0 started: their last step waits on its flows.
+  for (int r = 1; r < n; ++r) CHECK(res.ranks[r].ops[0].end_s > F / (P * e));
+}
+
 TEST_CASE("collectives sim: exhaustive ring reduce_scatter of 8 matches the closed form") {
   check_against_closed_form(8, CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, Fidelity::exhaustive);
 }
