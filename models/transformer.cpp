@@ -944,13 +944,14 @@ class StageBuilder {
   // dispatch GSEC,GSM->EGCM (E C x d x S) and combine EGCM,GSEC->GSM (S x d x E C).
   KernelShape dispatch_einsum() const { return gemm_shape(x_.E * x_.C, x_.d, x_.S, x_.groups()); }
   KernelShape combine_einsum() const { return gemm_shape(x_.S, x_.d, x_.E * x_.C, x_.groups()); }
-  void dispatch_forward(const std::string& p, Phase ph, const std::string& sfx) {
+  // The ungrouped permutation: the R x d rows gathered (read and written once).
+  void token_permute(const std::string& p, const std::string& op, const std::string& label, Phase ph) {
     const double R = x_.expert_rows(), d = x_.d;
-    if (!x_.grouped()) {
-      last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.storage,
-                        rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
-      return;
-    }
+    last_ = b_.memory(p + op, label, ph, Kernel::token_permute, x_.storage, rows_cols(R, d), 0, 2 * R * d * x_.ea,
+                      deps());
+  }
+  void dispatch_forward(const std::string& p, Phase ph, const std::string& sfx) {
+    if (!x_.grouped()) return token_permute(p, "dispatch_permute", "dispatch_permute" + sfx, ph);
     const double masks = x_.T * x_.E * x_.C;  // elements of each [G, S, E, C] tensor
     last_ = b_.memory(p + "gate_masks", "gate_masks" + sfx, ph, Kernel::token_permute, x_.storage,
                       rows_cols(x_.T, x_.E * x_.C), 0, 2 * masks * x_.ea, deps());
@@ -958,12 +959,7 @@ class StageBuilder {
                             dispatch_einsum(), deps());
   }
   void combine_forward(const std::string& p, Phase ph, const std::string& sfx) {
-    const double R = x_.expert_rows(), d = x_.d;
-    if (!x_.grouped()) {
-      last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.storage,
-                        rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
-      return;
-    }
+    if (!x_.grouped()) return token_permute(p, "combine_unpermute", "combine_unpermute" + sfx, ph);
     last_ = b_.routing_gemm(p + "combine_einsum", "combine_einsum" + sfx, ph, x_.gemm, x_.storage, combine_einsum(),
                             deps());
   }
@@ -971,13 +967,8 @@ class StageBuilder {
   // weights, on to the gate (S x E C x d); the dispatch mask has no gradient, so the dispatch's
   // backward is the tokens' gradient alone (S x d x E C).
   void combine_backward(const std::string& p) {
-    const double R = x_.expert_rows(), d = x_.d;
     const Phase B = Phase::backward;
-    if (!x_.grouped()) {
-      last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.storage,
-                        rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
-      return;
-    }
+    if (!x_.grouped()) return token_permute(p, "combine_unpermute", "combine_unpermute.bwd", B);
     const KernelShape f = combine_einsum();
     last_ = b_.routing_gemm(p + "combine_einsum.dgrad", "combine_einsum.dgrad", B, x_.gemm, x_.storage,
                             gemm_shape(x_.S, x_.E * x_.C, x_.d, x_.groups()), deps());
@@ -985,13 +976,8 @@ class StageBuilder {
                             gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch), deps());
   }
   void dispatch_backward(const std::string& p) {
-    const double R = x_.expert_rows(), d = x_.d;
     const Phase B = Phase::backward;
-    if (!x_.grouped()) {
-      last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.storage,
-                        rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
-      return;
-    }
+    if (!x_.grouped()) return token_permute(p, "dispatch_permute", "dispatch_permute.bwd", B);
     last_ = b_.routing_gemm(p + "dispatch_einsum.dgrad", "dispatch_einsum.dgrad", B, x_.gemm, x_.storage,
                             combine_einsum(), deps());
   }

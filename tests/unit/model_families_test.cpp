@@ -55,6 +55,20 @@ ParallelPlan one_device(int micro_batch) {
   return p;
 }
 
+// A dense layer then an MoE layer: d 64, 4 heads, d_ff 256, 8 experts, top-2, capacity factor 1.
+ModelSpec moe_layer_pair() {
+  ModelSpec m;
+  m.layers = 2;
+  m.d_model = 64;
+  m.heads = 4;
+  m.d_ff = 256;
+  m.experts_per_layer = 8;
+  m.top_k = 2;
+  m.capacity_factor = 1.0;
+  m.moe_every = 2;
+  return m;
+}
+
 int count_label(const StepGraph& g, const std::string& label) {
   int n = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) n += g[v].label == label;
@@ -121,15 +135,7 @@ TEST_CASE("GShard's 600B model: 2,048 experts, 36 layers (18 MoE), d 1024, d_ff 
 }
 
 TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on capacity") {
-  ModelSpec m;
-  m.layers = 2;
-  m.d_model = 64;
-  m.heads = 4;
-  m.d_ff = 256;
-  m.experts_per_layer = 8;
-  m.top_k = 2;
-  m.capacity_factor = 1.0;
-  m.moe_every = 2;
+  const ModelSpec m = moe_layer_pair();
   const TransformerWorkload tw = build_transformer_workload(m, half(32), one_device(4));
   const double d = 64, ff = 256, E = 8, T = 4 * 32, s = 32, b = 4;
   const double attn = 4 * d * d + 8 * d, ffn = 2 * d * ff + ff + d;
@@ -147,14 +153,7 @@ TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on ca
 // GShard's groups (Lepikhin et al. 2020, Algorithm 1): the pair above with its 128 tokens in 4 groups
 // of S = 32; capacity C = 2 S / E = 8 per group and expert, so E C = 64 = 2 S padded rows a group.
 TEST_CASE("a GShard MoE layer pair in groups: the dispatch and combine einsums by hand") {
-  ModelSpec m;
-  m.layers = 2;
-  m.d_model = 64;
-  m.heads = 4;
-  m.d_ff = 256;
-  m.experts_per_layer = 8;
-  m.top_k = 2;
-  m.moe_every = 2;
+  ModelSpec m = moe_layer_pair();
   const TransformerWorkload flat = build_transformer_workload(m, half(32), one_device(4));
   m.group_size = 32;
   CHECK(m.group_capacity() == 8);
@@ -190,14 +189,7 @@ TEST_CASE("a GShard MoE layer pair in groups: the dispatch and combine einsums b
 }
 
 TEST_CASE("GShard's groups: a small group rounds the capacity up to a whole row, and must divide the tokens") {
-  ModelSpec m;
-  m.layers = 2;
-  m.d_model = 64;
-  m.heads = 4;
-  m.d_ff = 256;
-  m.experts_per_layer = 8;
-  m.top_k = 2;
-  m.moe_every = 2;
+  ModelSpec m = moe_layer_pair();
   m.group_size = 2;  // 2 S / E = 0.5: one row a group and expert, E C / S = 4 rows a token
   CHECK(m.group_capacity() == 1);
   CHECK(m.padded_slots_per_token() == 4);
