@@ -382,6 +382,10 @@ void moe_report(const Prediction& p, json& r) {
                 {"hottest_expert_load_tokens_per_micro_batch", mo.hottest_expert_load_tokens()},
                 {"expert_rows_per_device_per_micro_batch", rows},
                 {"dropped_token_fraction", mo.dropped_token_fraction}};
+    // GShard's groups (models/moe_spec.hpp): S tokens a group, C rows per expert and group.
+    if (sc.model.grouped())
+      r["moe"]["groups"] = {{"group_size_tokens", sc.model.group_size},
+                            {"capacity_rows_per_expert_per_group", sc.model.group_capacity()}};
   }
 }
 
@@ -665,6 +669,10 @@ std::string general_text(const Prediction& p) {
                        "tokens per expert per micro-batch\n",
                        sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.capacity_factor,
                        mo.capacity_tokens_per_expert);
+    if (sc.model.grouped())
+      s += fmt::format("  groups     GShard's groups of {} tokens: capacity {:g} rows per expert and group, dispatch "
+                       "and combine as einsums on the matrix unit\n",
+                       sc.model.group_size, sc.model.group_capacity());
     s += fmt::format("  router     {}{}: hottest expert {:.4g} tokens per micro-batch, dropped tokens {:.2f} % {}\n",
                      to_string(mo.router.distribution),
                      mo.router.distribution == RouterDistribution::zipf ? fmt::format(" (s = {:g})", mo.router.zipf_s)

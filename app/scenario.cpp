@@ -650,7 +650,8 @@ MachineSpec read_machine(const Reader& r, const json& root) {
 const std::vector<std::string> kConvNetKeys = {"stages", "block", "base_width", "image_size", "classes"};
 const std::vector<std::string> kTransformerKeys = {"layers", "d_model", "heads", "d_ff", "experts_per_layer",
                                                    "top_k", "capacity_factor", "router", "vocab", "architecture",
-                                                   "decoder_layers", "moe_every", "masked_fraction", "next_sentence"};
+                                                   "decoder_layers", "moe_every", "masked_fraction", "next_sentence",
+                                                   "group_size"};
 
 ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& path) {
   for (const std::string& k : kTransformerKeys)
@@ -721,7 +722,7 @@ ModelSpec read_model(const Reader& r, const json& root) {
                              "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
                         "vocab", "kv_heads", "ffn", "tied_embeddings", "architecture", "decoder_layers", "moe_every",
-                        "masked_fraction", "next_sentence", "dropout"});
+                        "masked_fraction", "next_sentence", "dropout", "group_size"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -732,6 +733,11 @@ ModelSpec read_model(const Reader& r, const json& root) {
   s.top_k = r.optional_int(m, path, "top_k", 1);
   if (const json* v = Reader::find(m, "capacity_factor"))
     s.capacity_factor = r.number(*v, child(path, "capacity_factor"), NumKind::non_negative);  // 0: dropless
+  if (Reader::find(m, "group_size")) {
+    if (s.dense())
+      r.fail(child(path, "group_size"), "expected no group_size: a dense model (no experts_per_layer) routes no tokens");
+    s.group_size = r.optional_int(m, path, "group_size", 0);
+  }
   s.vocab = r.optional_int(m, path, "vocab", 0);
   s.kv_heads = r.optional_int(m, path, "kv_heads", 0);
   if (const json* v = Reader::find(m, "dropout")) {

@@ -40,7 +40,7 @@ Partitioned partition(double psi, int N, int zero_stage, StateBytes b) {
 struct Sizes {
   double b, s, h, a, ff, V, e;
   double ef;       // bytes per element of the FFN's activations (the mode may store them apart)
-  double rows_ff;  // MoE: the GELU runs on cf k of the tokens
+  double rows_ff;  // MoE: the GELU runs on cf k of the tokens (GShard groups: E C / S)
   double kvf;      // grouped-query attention: key/value heads over heads (K and V are kvf sbh each)
   bool swiglu;     // SwiGLU keeps gate, up and their product (3 sb d_ff) instead of GELU's 2
   bool flash;      // FlashAttention keeps no s x s scores, only the softmax's fp32 log-sum-exp per row
@@ -57,7 +57,7 @@ Sizes sizes(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
   const PrecisionPlan pp = precision_plan(t.precision);
   z.e = bytes_per_element(pp.attn_act);
   z.ef = bytes_per_element(pp.ffn_act);
-  z.rows_ff = m.dense() ? 1.0 : m.capacity_factor * m.top_k;
+  z.rows_ff = m.dense() ? 1.0 : m.padded_slots_per_token();
   z.kvf = double(m.key_value_heads()) / m.heads;
   z.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
   z.flash = p.attention == ParallelPlan::Attention::flash;

@@ -72,7 +72,7 @@ MoeRouting moe_routing(const ModelSpec& m, double T, int ep) {
                                             m.experts_per_layer));
   const int E = m.experts_per_layer, k = m.top_k;
   r.routed_slots_per_micro_batch = T * k * ep;
-  r.capacity_tokens_per_expert = m.capacity_factor * T * k * ep / E;
+  r.capacity_tokens_per_expert = m.padded_slots_per_token() * T * ep / E;  // cf T k ep / E ungrouped
   double load_sum = 0;
   for (double share : expert_load_shares(m.router, E, k)) {
     const double load = share * r.routed_slots_per_micro_batch;

@@ -22,7 +22,7 @@ struct MoeRouting {
   // hottest experts computes most and the step waits for it.
   bool dropless = false;
   double routed_slots_per_micro_batch = 0;        // T k ep: the ep group's routed token-slots
-  double capacity_tokens_per_expert = 0;          // C = cf T k ep / E, per micro-batch
+  double capacity_tokens_per_expert = 0;          // cf T k ep / E, per micro-batch (GShard groups: ep (T / S) C)
   std::vector<double> load_tokens_per_expert;     // expected slots routed to each expert, per micro-batch
   double dropped_tokens_per_micro_batch = 0;      // sum_e max(0, load_e - C)
   // sum_e max(0, load_e - C) / sum_e load_e: independent of T and ep (= sum_e max(0, share_e - cf / E)).

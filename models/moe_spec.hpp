@@ -1,5 +1,7 @@
 // The MoE model, training settings and parallel plan as a scenario describes them.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -33,6 +35,20 @@ struct ModelSpec {
   // no capacity: each device computes the rows its experts receive.
   double capacity_factor = 1.0;
   bool dropless() const { return capacity_factor == 0; }
+  // GShard's groups (Lepikhin et al. 2020, Algorithm 1 and its einsum listing): a device's tokens
+  // are split into groups of group_size (S) tokens, each gated on its own with an expert capacity
+  // C = cf k S / E per group, in whole rows and at least one (Lingvo rounds the buffer to whole
+  // rows); the dispatch and combine are einsums GSEC,GSM->EGCM and EGCM,GSEC->GSM. 0: no groups
+  // (one capacity over the expert-parallel group's tokens, a gather and scatter permutation).
+  int group_size = 0;
+  bool grouped() const { return group_size > 0 && !dense(); }
+  double group_capacity() const {
+    return std::max(1.0, std::ceil(capacity_factor * top_k * double(group_size) / experts_per_layer));
+  }
+  // The padded expert rows per routed token: cf k, or E C / S under GShard's groups (C rounded).
+  double padded_slots_per_token() const {
+    return grouped() ? experts_per_layer * group_capacity() / group_size : capacity_factor * top_k;
+  }
   RouterSpec router;             // general plans: tokens over an expert's capacity are dropped
   int vocab = 0;                 // 0: embedding and logits not modelled (BaGuaLu's MoDa models)
   // "family": "resnet": a convolutional network (models/convnet.hpp); the transformer fields stay unset.

@@ -342,6 +342,25 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
   return batch_and_devices_problem(p, machine);
 }
 
+namespace {
+// GShard's groups (models/moe_spec.hpp) split a device's tokens per micro-batch, b s / cp, into
+// whole groups, and its cores into whole groups each.
+Problem group_size_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p, int cores) {
+  if (m.group_size == 0) return std::nullopt;
+  if (m.dense()) return problem("/model/group_size", "expected no group_size: a dense model routes no tokens");
+  if (m.dropless())
+    return problem("/model/group_size", "expected no group_size with dropless routing (capacity_factor 0): "
+                                        "GShard's groups bound each expert's rows by a capacity");
+  const double tokens = double(p.micro_batch) * t.seq_len / p.context;
+  const double groups = tokens / m.group_size;
+  if (m.group_size < 1 || groups != std::floor(groups) || std::fmod(groups, std::max(cores, 1)) != 0)
+    return problem("/model/group_size", "expected a divisor of the tokens per device and micro-batch (micro_batch x "
+                                        "seq_len / context_parallel = " + num(static_cast<long long>(tokens)) + ") leaving whole groups on "
+                                        "each of the device's " + num(cores) + " cores, got " + num(m.group_size));
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<PlanProblem> transformer_family_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
                                                       int cores) {
   using A = ModelSpec::Architecture;
@@ -357,6 +376,7 @@ std::optional<PlanProblem> transformer_family_problem(const ModelSpec& m, const 
   if (cores < 1 || double(p.micro_batch) * t.seq_len / p.tensor < cores)
     return problem("/plan/micro_batch", "expected at least as many tokens per micro-batch and tensor rank as the "
                                         "device's " + num(cores) + " cores, which split them");
+  if (auto bad = group_size_problem(m, t, p, cores)) return bad;
   if (cores > 1 && m.architecture == A::encoder &&
       std::fmod(std::ceil(m.masked_fraction * t.seq_len) * p.micro_batch, cores) != 0)
     return problem("/plan/micro_batch", "expected the masked tokens per micro-batch (ceil(masked_fraction x seq_len) x "

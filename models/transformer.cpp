@@ -49,7 +49,12 @@ struct Dims {
   // expert's buffer holds exactly C rows (the tokens over capacity are dropped, an under-loaded
   // expert's rows are padding), so the all-to-all bytes and the expert GEMM rows stay at capacity;
   // skew only changes how many tokens are dropped (TransformerWorkload::moe).
-  double capacity() const { return cf * T * k * ep / E; }
+  // GShard's groups (models/moe_spec.hpp): S tokens a group, G = T / S groups on this device,
+  // capacity C a group and expert; an expert's rows are then its ep G groups' C each.
+  double S = 0, C = 0;
+  bool grouped() const { return S > 0; }
+  double groups() const { return T / S; }
+  double capacity() const { return grouped() ? ep * groups() * C : cf * T * k * ep / E; }
   // Dropless (cf 0): no capacity; `dropless_rows` is the slots routed to this device's experts
   // (models/moe_routing.hpp), the batched expert GEMMs run their mean per local expert (same
   // FLOPs as the uneven grouped GEMM), and each device sends and receives its T k slots' rows
@@ -934,6 +939,50 @@ class StageBuilder {
   void expert_boundary_cast(const std::string& n, Phase ph) {
     autocast(n, "", "autocast_activation", ph, x_.ffn_storage, x_.storage, x_.expert_rows(), x_.d);
   }
+  // The token permutation into and out of the experts' buffers. Ungrouped: a gather of the R x d
+  // rows and its scatter. GShard's groups: the gate's one-hot dispatch mask and combine weights
+  // [G, S, E, C] are written (materialised, an assumption: XLA may fuse them into the einsum's
+  // operand read), then the einsums run on the matrix unit, G products per device:
+  // dispatch GSEC,GSM->EGCM (E C x d x S) and combine EGCM,GSEC->GSM (S x d x E C).
+  KernelShape dispatch_einsum() const { return gemm_shape(x_.E * x_.C, x_.d, x_.S, x_.groups()); }
+  KernelShape combine_einsum() const { return gemm_shape(x_.S, x_.d, x_.E * x_.C, x_.groups()); }
+  // The ungrouped permutation: the R x d rows gathered (read and written once).
+  void token_permute(const std::string& p, const std::string& op, const std::string& label, Phase ph) {
+    const double R = x_.expert_rows(), d = x_.d;
+    last_ = b_.memory(p + op, label, ph, Kernel::token_permute, x_.storage, rows_cols(R, d), 0, 2 * R * d * x_.ea,
+                      deps());
+  }
+  void dispatch_forward(const std::string& p, Phase ph, const std::string& sfx) {
+    if (!x_.grouped()) return token_permute(p, "dispatch_permute", "dispatch_permute" + sfx, ph);
+    const double masks = x_.T * x_.E * x_.C;  // elements of each [G, S, E, C] tensor
+    last_ = b_.memory(p + "gate_masks", "gate_masks" + sfx, ph, Kernel::token_permute, x_.storage,
+                      rows_cols(x_.T, x_.E * x_.C), 0, 2 * masks * x_.ea, deps());
+    last_ = b_.routing_gemm(p + "dispatch_einsum", "dispatch_einsum" + sfx, ph, x_.gemm, x_.storage,
+                            dispatch_einsum(), deps());
+  }
+  void combine_forward(const std::string& p, Phase ph, const std::string& sfx) {
+    if (!x_.grouped()) return token_permute(p, "combine_unpermute", "combine_unpermute" + sfx, ph);
+    last_ = b_.routing_gemm(p + "combine_einsum", "combine_einsum" + sfx, ph, x_.gemm, x_.storage, combine_einsum(),
+                            deps());
+  }
+  // The backward: the combine's gradients for the expert outputs (E C x d x S) and for the combine
+  // weights, on to the gate (S x E C x d); the dispatch mask has no gradient, so the dispatch's
+  // backward is the tokens' gradient alone (S x d x E C).
+  void combine_backward(const std::string& p) {
+    const Phase B = Phase::backward;
+    if (!x_.grouped()) return token_permute(p, "combine_unpermute", "combine_unpermute.bwd", B);
+    const KernelShape f = combine_einsum();
+    last_ = b_.routing_gemm(p + "combine_einsum.dgrad", "combine_einsum.dgrad", B, x_.gemm, x_.storage,
+                            gemm_shape(x_.S, x_.E * x_.C, x_.d, x_.groups()), deps());
+    last_ = b_.routing_gemm(p + "combine_einsum.wgrad", "combine_einsum.wgrad", B, x_.gemm, x_.storage,
+                            gemm_shape(f.dims[2], f.dims[1], f.dims[0], f.batch), deps());
+  }
+  void dispatch_backward(const std::string& p) {
+    const Phase B = Phase::backward;
+    if (!x_.grouped()) return token_permute(p, "dispatch_permute", "dispatch_permute.bwd", B);
+    last_ = b_.routing_gemm(p + "dispatch_einsum.dgrad", "dispatch_einsum.dgrad", B, x_.gemm, x_.storage,
+                            combine_einsum(), deps());
+  }
   void moe_forward(const std::string& p, Phase ph, const std::string& sfx) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
     const double Re = x_.rows_per_expert(), le = x_.local_experts();
@@ -945,8 +994,7 @@ class StageBuilder {
     autocast(p, "gate.output", "autocast_activation", ph, g, f32, T, E);
     last_ = b_.memory(p + "gate_topk", "gate_topk" + sfx, ph, Kernel::gate_topk, Precision::fp32,
                       rows_cols(T, E, x_.k), 4 * T * E, 2 * T * E * 4, deps());
-    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute" + sfx, ph, Kernel::token_permute, x_.storage,
-                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
+    dispatch_forward(p, ph, sfx);
     last_ = b_.collective(p + "dispatch", "dispatch" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
     expert_boundary_cast(p + "expert.input", ph);
@@ -961,14 +1009,12 @@ class StageBuilder {
     expert_boundary_cast(p + "expert.output", ph);
     last_ = b_.collective(p + "combine", "combine" + sfx, ph, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute" + sfx, ph, Kernel::token_permute, x_.storage,
-                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
+    combine_forward(p, ph, sfx);
   }
   void moe_backward(const std::string& p) {
     const double T = x_.T, d = x_.d, E = x_.E, R = x_.expert_rows(), ea = x_.ef, ff = x_.ff;
     const Phase B = Phase::backward;
-    last_ = b_.memory(p + "combine_unpermute", "combine_unpermute.bwd", B, Kernel::token_permute, x_.storage,
-                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
+    combine_backward(p);
     last_ = b_.collective(p + "combine", "combine.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
     expert_boundary_cast(p + "expert.output", B);
@@ -985,8 +1031,7 @@ class StageBuilder {
     expert_boundary_cast(p + "expert.input", B);
     last_ = b_.collective(p + "dispatch", "dispatch.bwd", B, CollectiveKind::all_to_all, plan_.all_to_all,
                           "ep", x_.ep > 1 ? a2a_bytes() : 0, deps());
-    last_ = b_.memory(p + "dispatch_permute", "dispatch_permute.bwd", B, Kernel::token_permute, x_.storage,
-                      rows_cols(R, d), 0, 2 * R * d * x_.ea, deps());
+    dispatch_backward(p);
     last_ = b_.memory(p + "gate_topk", "gate_topk.bwd", B, Kernel::gate_topk, Precision::fp32, rows_cols(T, E, x_.k),
                       4 * T * E, 2 * T * E * 4, deps());
     const Precision g = x_.gate_gemm;
@@ -1136,6 +1181,7 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
     x.k = m.top_k;
     x.cf = m.capacity_factor;
     x.ep = plan.expert;
+    if (m.grouped()) x.S = m.group_size, x.C = m.group_capacity();
   }
   x.pp = precision_plan(t.precision);
   x.gemm = x.pp.attn_gemm;

@@ -55,10 +55,31 @@ ParallelPlan one_device(int micro_batch) {
   return p;
 }
 
+// A dense layer then an MoE layer: d 64, 4 heads, d_ff 256, 8 experts, top-2, capacity factor 1.
+ModelSpec moe_layer_pair() {
+  ModelSpec m;
+  m.layers = 2;
+  m.d_model = 64;
+  m.heads = 4;
+  m.d_ff = 256;
+  m.experts_per_layer = 8;
+  m.top_k = 2;
+  m.capacity_factor = 1.0;
+  m.moe_every = 2;
+  return m;
+}
+
 int count_label(const StepGraph& g, const std::string& label) {
   int n = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v) n += g[v].label == label;
   return n;
+}
+
+OpId find_label(const StepGraph& g, const std::string& label) {
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (g[v].label == label) return v;
+  FAIL("no op labelled " << label);
+  return 0;
 }
 
 }  // namespace
@@ -114,15 +135,7 @@ TEST_CASE("GShard's 600B model: 2,048 experts, 36 layers (18 MoE), d 1024, d_ff 
 }
 
 TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on capacity") {
-  ModelSpec m;
-  m.layers = 2;
-  m.d_model = 64;
-  m.heads = 4;
-  m.d_ff = 256;
-  m.experts_per_layer = 8;
-  m.top_k = 2;
-  m.capacity_factor = 1.0;
-  m.moe_every = 2;
+  const ModelSpec m = moe_layer_pair();
   const TransformerWorkload tw = build_transformer_workload(m, half(32), one_device(4));
   const double d = 64, ff = 256, E = 8, T = 4 * 32, s = 32, b = 4;
   const double attn = 4 * d * d + 8 * d, ffn = 2 * d * ff + ff + d;
@@ -135,6 +148,61 @@ TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on ca
   const StepGraph& g = tw.workload.programs[0];
   CHECK(count_label(g, "ffn1") == 1);
   CHECK(count_label(g, "expert_ffn1") == 1);
+}
+
+// GShard's groups (Lepikhin et al. 2020, Algorithm 1): the pair above with its 128 tokens in 4 groups
+// of S = 32; capacity C = 2 S / E = 8 per group and expert, so E C = 64 = 2 S padded rows a group.
+TEST_CASE("a GShard MoE layer pair in groups: the dispatch and combine einsums by hand") {
+  ModelSpec m = moe_layer_pair();
+  const TransformerWorkload flat = build_transformer_workload(m, half(32), one_device(4));
+  m.group_size = 32;
+  CHECK(m.group_capacity() == 8);
+  const TransformerWorkload grouped = build_transformer_workload(m, half(32), one_device(4));
+  const double d = 64, T = 128, S = 32, G = T / S, EC = 8 * 8;
+  // the experts still compute E C / S = 2 rows a token: the model's FLOPs do not move
+  CHECK(grouped.model_flops == doctest::Approx(flat.model_flops).epsilon(1e-12));
+  // dispatch GSEC,GSM->EGCM and combine EGCM,GSEC->GSM forward (2), the combine's two gradients and
+  // the dispatch's one (the mask has none): 5 GEMMs of G x S x E C x d, 2 FLOPs a multiply-add; the
+  // permutations they replace had no FLOPs
+  const double einsum = 2 * G * S * EC * d;
+  CHECK(grouped.executed_flops - flat.executed_flops == doctest::Approx(5 * einsum).epsilon(1e-12));
+  const StepGraph& g = grouped.workload.programs[0];
+  CHECK(count_label(g, "dispatch_einsum") == 1);
+  CHECK(count_label(g, "combine_einsum") == 1);
+  CHECK(count_label(g, "dispatch_permute") == 0);
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (g[v].label == "dispatch_einsum") {
+      const auto& c = std::get<ComputeWork>(g[v].work);
+      CHECK(c.shape.dims[0] == EC);  // E C x d x S, one product per group
+      CHECK(c.shape.dims[1] == d);
+      CHECK(c.shape.dims[2] == S);
+      CHECK(c.shape.batch == G);
+    }
+  // over two expert-parallel devices the all-to-alls carry [E, G C, d] in bf16: E G C = 2 T rows
+  ParallelPlan two = one_device(4);
+  two.data = 2;
+  two.expert = 2;
+  two.global_batch = 8;
+  const TransformerWorkload split = build_transformer_workload(m, half(32), two);
+  const StepGraph& g2 = split.workload.programs[0];
+  CHECK(std::get<CollectiveWork>(g2[find_label(g2, "dispatch")].work).bytes == 8 * G * 8 * d * 2);
+}
+
+TEST_CASE("GShard's groups: a small group rounds the capacity up to a whole row, and must divide the tokens") {
+  ModelSpec m = moe_layer_pair();
+  m.group_size = 2;  // 2 S / E = 0.5: one row a group and expert, E C / S = 4 rows a token
+  CHECK(m.group_capacity() == 1);
+  CHECK(m.padded_slots_per_token() == 4);
+  const TransformerWorkload tw = build_transformer_workload(m, half(32), one_device(4));
+  const StepGraph& g = tw.workload.programs[0];
+  const auto& ffn1 = std::get<ComputeWork>(g[find_label(g, "expert_ffn1")].work);
+  CHECK(double(ffn1.shape.dims[0]) * double(ffn1.shape.batch) == 4 * 128);  // the padded rows, all experts
+  m.group_size = 48;  // 128 tokens are not whole groups of 48
+  CHECK_THROWS_WITH_AS(build_transformer_workload(m, half(32), one_device(4)), doctest::Contains("group_size"),
+                       std::invalid_argument);
+  m.group_size = 128;  // one group: whole, but not one on each of two cores
+  CHECK_NOTHROW(build_transformer_workload(m, half(32), one_device(4), 1));
+  CHECK_THROWS_AS(build_transformer_workload(m, half(32), one_device(4), 2), std::invalid_argument);
 }
 
 TEST_CASE("encoder-decoder: each decoder layer adds cross-attention over the encoder's output") {
