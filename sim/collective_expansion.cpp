@@ -23,6 +23,34 @@
 
 namespace exasim::detail {
 
+// Folded: the flow of a run after `prev`. Each step waits for its route's latency, or in a ring
+// for the slowest hop of the group's ring when that is larger (the exhaustive ring moves at the
+// pace of its slowest hop, e.g. the one pair that crosses the spine); the flow itself carries one
+// route latency, the delay the rest.
+int Replay::folded_run_flow(int slot, const FoldedRun& run, int prev) {
+  const double route_s = paths_.route_latency_s(run.route);
+  const double step_s = std::max(route_s, run.hop_latency_s);
+  const double delay_s = (run.steps - 1 + 2 * run.handshakes) * step_s + (step_s - route_s) + run.posting_s;
+  const int t = folded_flow(slot, run.route, run.bytes, delay_s);
+  edge(prev, t);
+  return t;
+}
+
+// Folded: the largest latency over the group's hops from each member to the member `offset`
+// after it (a ring's steps all go to the next member: offset 1), cached per group.
+double Replay::ring_hop_latency_s(const GroupTable& gt, int group, int offset) {
+  const auto key = std::make_tuple(&gt, group, offset);
+  auto it = ring_hop_latency_s_.find(key);
+  if (it != ring_hop_latency_s_.end()) return it->second;
+  const auto& members = gt.members[group];
+  const size_t n = members.size();
+  double worst_s = 0;
+  for (size_t j = 0; j < n; ++j)
+    worst_s = std::max(worst_s, paths_.path_latency_s(w_.node_of_rank[members[j]],
+                                                      w_.node_of_rank[members[(j + offset) % n]]));
+  return ring_hop_latency_s_[key] = worst_s;
+}
+
 // Exhaustive: rank s reaches its side of a collective; the collective is expanded once every
 // member of its group has reached it (at the end of the op id where the last one does).
 void Replay::join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready) {
@@ -138,34 +166,27 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     syncs_.push_back({prev, &gt, g, prog(s).collective_seq[v], own_class});
   }
   // the current run of consecutive single-flow steps over one route
-  std::vector<int> run_route;
-  double run_bytes = 0;
-  int run_steps = 0;
-  double run_posting_s = 0;  // the sender's cost of posting the run's steps' messages (posting_s each)
-  int run_handshakes = 0;    // the run's steps that go by rendezvous: one round trip each
+  FoldedRun run;
   auto flush = [&]() {
-    if (run_steps == 0) return;
-    const double delay = (run_steps - 1 + 2 * run_handshakes) * paths_.route_latency_s(run_route) + run_posting_s;
-    const int t = folded_flow(s, run_route, run_bytes, delay);
-    edge(prev, t);
-    prev = t;
-    run_steps = 0;
-    run_bytes = 0;
-    run_posting_s = 0;
-    run_handshakes = 0;
+    if (run.steps == 0) return;
+    prev = folded_run_flow(s, run, prev);
+    run = FoldedRun{};
   };
+  const int n = static_cast<int>(members.size());
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.step(m, k, st);
     if (st.sends.size() == 1) {
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;
       const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]]));
-      if (run_steps > 0 && route != run_route) flush();
-      run_route = route;
-      run_bytes += snd.bytes;
-      run_steps++;
-      run_posting_s += posting_s(snd.bytes);
-      run_handshakes += net_.rendezvous(snd.bytes) ? 1 : 0;
+      if (run.steps > 0 && route != run.route) flush();
+      run.route = route;
+      run.bytes += snd.bytes;
+      run.steps++;
+      run.posting_s += posting_s(snd.bytes);
+      run.handshakes += net_.rendezvous(snd.bytes) ? 1 : 0;
+      if (c.algorithm == CollectiveAlgorithm::ring)
+        run.hop_latency_s = std::max(run.hop_latency_s, ring_hop_latency_s(gt, g, ((snd.peer - m) % n + n) % n));
       continue;
     }
     flush();
@@ -181,15 +202,13 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     if (by_route.empty()) continue;
     const int join = new_task(Task::join);
     for (auto& [route, bytes] : by_route) {
-      run_route = route;
-      run_bytes = bytes;
-      run_steps = 1;
-      run_posting_s = step_posting_s;
-      run_handshakes = step_rendezvous ? 1 : 0;
-      const int before = prev;
-      flush();  // sets prev to the new flow
-      edge(prev, join);
-      prev = before;
+      FoldedRun one;
+      one.route = route;
+      one.bytes = bytes;
+      one.steps = 1;
+      one.posting_s = step_posting_s;
+      one.handshakes = step_rendezvous ? 1 : 0;
+      edge(folded_run_flow(s, one, prev), join);
     }
     prev = join;
   }

@@ -86,6 +86,15 @@ double PathMap::route_latency_s(const std::vector<int>& links) const {
   return s + hidden_latency_s(links);
 }
 
+double PathMap::path_latency_s(int src_node, int dst_node) const {
+  thread_local std::vector<LinkRef> p;
+  p.clear();
+  net_.path(src_node, dst_node, p);
+  double s = 0;
+  for (const LinkRef& l : p) s += net_.link_kinds().at(l.kind).latency_s;
+  return s;
+}
+
 std::pair<int, int> PathMap::exhaustive_endpoints(int slot, int src_node, int dst_node) {
   const int src_ep = endpoint_for_node(src_node);
   const int dst_ep = endpoint_for_node(dst_node);

@@ -45,6 +45,9 @@ class PathMap {
   // Folded: the latency of the route's weighted folded links (folding.hpp), which list it once
   // per unit of weight and so carry none in SimGrid: the flow waits it as a delay instead.
   double hidden_latency_s(const std::vector<int>& route) const;
+  // The latency of the real path from src_node to dst_node (0 inside a node): what any route of
+  // it carries, whoever sends (a folded route's latency equals it, see route_latency_s).
+  double path_latency_s(int src_node, int dst_node) const;
 
   // Exhaustive: the endpoints of a flow between two nodes, its route registered.
   std::pair<int, int> exhaustive_endpoints(int slot, int src_node, int dst_node);

@@ -109,6 +109,17 @@ struct PendingRecv {
 // node is slowed: Network::compute_factor or a bandwidth_factor of its links not 1) starts at
 // `start`, once those classes' representatives have reached the same collective (resolved once
 // every task exists).
+// Folded: a run of consecutive single-flow steps of a representative's collective over one
+// route, merged into one flow (collective_expansion.cpp).
+struct FoldedRun {
+  std::vector<int> route;
+  double bytes = 0;
+  int steps = 0;
+  double posting_s = 0;     // the sender's cost of posting the run's steps' messages (posting_s each)
+  int handshakes = 0;       // the run's steps that go by rendezvous: one round trip each
+  double hop_latency_s = 0;  // ring: the slowest hop of the group's ring (each step waits for it)
+};
+
 struct PendingSync {
   int start;
   const GroupTable* gt;
@@ -152,6 +163,8 @@ class Replay {
   static bool compute_ops_form_a_chain(const StepGraph& g);
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
+  int folded_run_flow(int slot, const FoldedRun& run, int prev);
+  double ring_hop_latency_s(const GroupTable& gt, int group, int offset);
   const GroupTable& table(const std::string& role) const;
   const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
   // The member of r's group for the role at (r's index + offset) mod the group's size.
@@ -228,6 +241,7 @@ class Replay {
   std::vector<PendingSync> syncs_;
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
+  std::map<std::tuple<const GroupTable*, int, int>, double> ring_hop_latency_s_;  // folded, cached
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;
