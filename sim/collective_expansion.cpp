@@ -72,8 +72,9 @@ void Replay::side_flows(const CollectiveInstance& in, int slot, const Collective
     for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);
     for (const auto& snd : st.sends) {
       if (snd.bytes <= 0) continue;
-      const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
-      out[k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, posted_s)});
+      const int src_node = w_.node_of_rank[r], dst_node = w_.node_of_rank[members[snd.peer]];
+      const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(slot, src_node, dst_node);
+      out[k].push_back({snd.peer, flow_task(src_ep, dst_ep, snd.bytes, posted_s + net_.message_latency_s(src_node, dst_node))});
     }
   }
 }
@@ -170,7 +171,8 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   std::vector<int> run_route;
   double run_bytes = 0;
   int run_steps = 0;
-  double run_posting_s = 0;  // the sender's cost of posting the run's steps' messages (posting_s each)
+  // the sender's cost of posting the run's steps' messages (posting_s each) and their library latencies
+  double run_posting_s = 0;
   auto flush = [&]() {
     if (run_steps == 0) return;
     const double delay = (run_steps - 1) * paths_.route_latency_s(run_route) + run_posting_s;
@@ -186,22 +188,30 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     if (st.sends.size() == 1) {
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;
-      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]]));
+      const int dst_node = w_.node_of_rank[members[snd.peer]];
+      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
       if (run_steps > 0 && route != run_route) flush();
       run_route = route;
       run_bytes += snd.bytes;
       run_steps++;
-      run_posting_s += posting_s(snd.bytes);
+      run_posting_s += posting_s(snd.bytes) + net_.message_latency_s(src_node, dst_node);
       continue;
     }
     flush();
     // a step with many concurrent sends: one flow per distinct route, all after `prev`
     std::map<std::vector<int>, double> by_route;
     std::map<int, double> by_route_id;
+    std::map<std::vector<int>, double> latency_of_route;  // the largest library latency of its messages
     double step_posting_s = 0;  // every flow starts once all are posted
     for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes);
-    for (const auto& snd : st.sends)
-      if (snd.bytes > 0) by_route_id[paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
+    for (const auto& snd : st.sends) {
+      if (snd.bytes <= 0) continue;
+      const int dst_node = w_.node_of_rank[members[snd.peer]];
+      const int id = paths_.route_id(s, src_node, dst_node);
+      by_route_id[id] += snd.bytes;
+      double& lat = latency_of_route[paths_.route(id)];
+      lat = std::max(lat, net_.message_latency_s(src_node, dst_node));
+    }
     for (auto& [id, bytes] : by_route_id) by_route[paths_.route(id)] += bytes;  // in route order, as before
     if (by_route.empty()) continue;
     const int join = new_task(Task::join);
@@ -209,7 +219,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       run_route = route;
       run_bytes = bytes;
       run_steps = 1;
-      run_posting_s = step_posting_s;
+      run_posting_s = step_posting_s + latency_of_route[route];
       const int before = prev;
       flush();  // sets prev to the new flow
       edge(prev, join);

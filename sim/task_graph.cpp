@@ -234,9 +234,10 @@ void Replay::expand_send(int s, OpId v, const TransferWork& t, int ready) {
     task = new_task(Task::join);
   } else if (fid_ == Fidelity::exhaustive) {
     const auto [src_ep, dst_ep] = paths_.exhaustive_endpoints(s, src_node, dst_node);
-    task = flow_task(src_ep, dst_ep, t.bytes, posting_s(t.bytes));
+    task = flow_task(src_ep, dst_ep, t.bytes, posting_s(t.bytes) + net_.message_latency_s(src_node, dst_node));
   } else {
-    task = folded_flow(s, paths_.map_path(s, src_node, dst_node), t.bytes, posting_s(t.bytes));
+    task = folded_flow(s, paths_.map_path(s, src_node, dst_node), t.bytes,
+                       posting_s(t.bytes) + net_.message_latency_s(src_node, dst_node));
   }
   edge(ready, task);
   op_done_[slot_base_[s] + v] = task;
