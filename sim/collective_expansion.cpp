@@ -150,6 +150,23 @@ void Replay::expand_collectives_exhaustive() {
   }
 }
 
+// A folded step's concurrent sends by route: their bytes, and the largest library latency
+// (Network::message_latency_s) of the messages on each.
+void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const std::vector<int>& members,
+                         std::map<std::vector<int>, double>& bytes_of_route,
+                         std::map<std::vector<int>, double>& latency_of_route) {
+  std::map<int, double> by_route_id;
+  for (const auto& snd : st.sends) {
+    if (snd.bytes <= 0) continue;
+    const int dst_node = w_.node_of_rank[members[snd.peer]];
+    const int id = paths_.route_id(s, src_node, dst_node);
+    by_route_id[id] += snd.bytes;
+    double& lat = latency_of_route[paths_.route(id)];
+    lat = std::max(lat, net_.message_latency_s(src_node, dst_node));
+  }
+  for (auto& [id, bytes] : by_route_id) bytes_of_route[paths_.route(id)] += bytes;  // in route order, as before
+}
+
 void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready) {
   const GroupTable& gt = *prog(s).table[v];
   CollectiveStep st;
@@ -199,20 +216,10 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     }
     flush();
     // a step with many concurrent sends: one flow per distinct route, all after `prev`
-    std::map<std::vector<int>, double> by_route;
-    std::map<int, double> by_route_id;
-    std::map<std::vector<int>, double> latency_of_route;  // the largest library latency of its messages
+    std::map<std::vector<int>, double> by_route, latency_of_route;
+    step_routes(s, src_node, st, members, by_route, latency_of_route);
     double step_posting_s = 0;  // every flow starts once all are posted
     for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes);
-    for (const auto& snd : st.sends) {
-      if (snd.bytes <= 0) continue;
-      const int dst_node = w_.node_of_rank[members[snd.peer]];
-      const int id = paths_.route_id(s, src_node, dst_node);
-      by_route_id[id] += snd.bytes;
-      double& lat = latency_of_route[paths_.route(id)];
-      lat = std::max(lat, net_.message_latency_s(src_node, dst_node));
-    }
-    for (auto& [id, bytes] : by_route_id) by_route[paths_.route(id)] += bytes;  // in route order, as before
     if (by_route.empty()) continue;
     const int join = new_task(Task::join);
     for (auto& [route, bytes] : by_route) {

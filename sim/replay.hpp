@@ -137,6 +137,9 @@ class Replay {
   void side_flows(const CollectiveInstance& in, int slot, const CollectiveSchedule& sch,
                   std::vector<std::vector<std::pair<int, int>>>& out);
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+  void step_routes(int s, int src_node, const CollectiveStep& st, const std::vector<int>& members,
+                   std::map<std::vector<int>, double>& bytes_of_route,
+                   std::map<std::vector<int>, double>& latency_of_route);
   const std::vector<int>& classes_of_group(const GroupTable& gt, int group);
   bool node_slowed(int node) const;
   bool group_has_other_slowed_class(const GroupTable& gt, int group, int own_class);
