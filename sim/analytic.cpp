@@ -193,6 +193,7 @@ class Estimator {
       pc.latency_s += k.latency_s;
       pc.bandwidth_Bps = std::min(pc.bandwidth_Bps, k.bandwidth_Bps);
     }
+    pc.latency_s += net_.message_latency_s(na, nb);  // the library's per-message latency (0 for most networks)
     return paths_[key] = pc;
   }
 

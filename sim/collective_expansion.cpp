@@ -29,8 +29,11 @@ namespace exasim::detail {
 // route latency, the delay the rest.
 int Replay::folded_run_flow(int slot, const FoldedRun& run, int prev) {
   const double route_s = paths_.route_latency_s(run.route);
-  const double step_s = std::max(route_s, run.hop_latency_s);
-  const double delay_s = (run.steps - 1 + 2 * run.handshakes) * step_s + (step_s - route_s) + run.posting_s;
+  // hop_latency_s holds the slowest hop's library latency too (Network::message_latency_s): each step
+  // pays its own library latency and the larger of its route's and the slowest hop's remainder
+  const double step_s = std::max(route_s, run.hop_latency_s - run.message_latency_s);
+  const double delay_s = (run.steps - 1 + 2 * run.handshakes) * step_s + (step_s - route_s) + run.posting_s +
+                         run.steps * run.message_latency_s;
   const int t = folded_flow(slot, run.route, run.bytes, delay_s);
   edge(prev, t);
   return t;
@@ -45,9 +48,10 @@ double Replay::ring_hop_latency_s(const GroupTable& gt, int group, int offset) {
   const auto& members = gt.members[group];
   const size_t n = members.size();
   double worst_s = 0;
-  for (size_t j = 0; j < n; ++j)
-    worst_s = std::max(worst_s, paths_.path_latency_s(w_.node_of_rank[members[j]],
-                                                      w_.node_of_rank[members[(j + offset) % n]]));
+  for (size_t j = 0; j < n; ++j) {
+    const int from = w_.node_of_rank[members[j]], to = w_.node_of_rank[members[(j + offset) % n]];
+    worst_s = std::max(worst_s, paths_.path_latency_s(from, to) + net_.message_latency_s(from, to));
+  }
   return ring_hop_latency_s_[key] = worst_s;
 }
 
@@ -148,6 +152,23 @@ void Replay::expand_collectives_exhaustive() {
   }
 }
 
+// A folded step's concurrent sends by route: their bytes, and the largest library latency
+// (Network::message_latency_s) of the messages on each.
+void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const std::vector<int>& members,
+                         std::map<std::vector<int>, double>& bytes_of_route,
+                         std::map<std::vector<int>, double>& latency_of_route) {
+  std::map<int, double> by_route_id;
+  for (const auto& snd : st.sends) {
+    if (snd.bytes <= 0) continue;
+    const int dst_node = w_.node_of_rank[members[snd.peer]];
+    const int id = paths_.route_id(s, src_node, dst_node);
+    by_route_id[id] += snd.bytes;
+    double& lat = latency_of_route[paths_.route(id)];
+    lat = std::max(lat, net_.message_latency_s(src_node, dst_node));
+  }
+  for (auto& [id, bytes] : by_route_id) bytes_of_route[paths_.route(id)] += bytes;  // in route order, as before
+}
+
 void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready) {
   const GroupTable& gt = *prog(s).table[v];
   CollectiveStep st;
@@ -178,27 +199,26 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     if (st.sends.size() == 1) {
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;
-      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]]));
+      const int dst_node = w_.node_of_rank[members[snd.peer]];
+      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
       if (run.steps > 0 && route != run.route) flush();
       run.route = route;
       run.bytes += snd.bytes;
       run.steps++;
       run.posting_s += posting_s(snd.bytes);
       run.handshakes += net_.rendezvous(snd.bytes) ? 1 : 0;
+      run.message_latency_s = net_.message_latency_s(src_node, dst_node);  // one route: one hop kind
       if (c.algorithm == CollectiveAlgorithm::ring)
         run.hop_latency_s = std::max(run.hop_latency_s, ring_hop_latency_s(gt, g, ((snd.peer - m) % n + n) % n));
       continue;
     }
     flush();
     // a step with many concurrent sends: one flow per distinct route, all after `prev`
-    std::map<std::vector<int>, double> by_route;
-    std::map<int, double> by_route_id;
+    std::map<std::vector<int>, double> by_route, latency_of_route;
+    step_routes(s, src_node, st, members, by_route, latency_of_route);
     double step_posting_s = 0;  // every flow starts once all are posted
     bool step_rendezvous = false;  // the handshakes overlap: one round trip for the step's flows
     for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes), step_rendezvous |= net_.rendezvous(snd.bytes);
-    for (const auto& snd : st.sends)
-      if (snd.bytes > 0) by_route_id[paths_.route_id(s, src_node, w_.node_of_rank[members[snd.peer]])] += snd.bytes;
-    for (auto& [id, bytes] : by_route_id) by_route[paths_.route(id)] += bytes;  // in route order, as before
     if (by_route.empty()) continue;
     const int join = new_task(Task::join);
     for (auto& [route, bytes] : by_route) {
@@ -208,6 +228,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       one.steps = 1;
       one.posting_s = step_posting_s;
       one.handshakes = step_rendezvous ? 1 : 0;
+      one.message_latency_s = latency_of_route[route];
       edge(folded_run_flow(s, one, prev), join);
     }
     prev = join;

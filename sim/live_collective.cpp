@@ -47,14 +47,15 @@ void Replay::release_step(int side) {
   int sends = 0;
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
-    const auto eps = paths_.exhaustive_endpoints(ls.slot, src_node, w_.node_of_rank[members[snd.peer]]);
+    const int dst_node = w_.node_of_rank[members[snd.peer]];
+    const auto eps = paths_.exhaustive_endpoints(ls.slot, src_node, dst_node);
     const int t = new_live_flow();
     LiveFlow& f = live_flows_[-1 - t];
     f.task.kind = Task::flow;
     f.task.src = eps.first;
     f.task.dst = eps.second;
     f.task.amount = snd.bytes;
-    f.task.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps));
+    f.task.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node);
     f.from_side = side;
     f.to_side = in.first_side + snd.peer;
     f.step = k;

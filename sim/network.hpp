@@ -42,6 +42,12 @@ class Network {
   // overhead/gap): a step that sends m messages starts its flows m x this after it is ready. Small
   // messages (an all-to-all over a large group) are bound by it, large ones by bandwidth.
   virtual double message_overhead_s() const { return 0; }
+  // The communication library's software latency of one message from src_node to dst_node (e.g.
+  // NCCL's per-step latency of its ring, by hop kind): paid before the message's bytes move, on top
+  // of the links' latencies. Unlike message_overhead_s it is not serial per sender: the messages a
+  // sender posts at once (NCCL's channels, run by separate thread blocks) each pay it concurrently.
+  // 0 unless a network says otherwise.
+  virtual double message_latency_s(int /*src_node*/, int /*dst_node*/) const { return 0; }
   // The sender's extra cost of one message of `message_bytes` under MPI's eager protocol: a message
   // up to the library's eager limit is copied by the sending process into a pre-registered buffer
   // (one byte at a time through the core that runs the process), serially per sender like the

@@ -118,6 +118,7 @@ struct FoldedRun {
   double posting_s = 0;     // the sender's cost of posting the run's steps' messages (posting_s each)
   int handshakes = 0;       // the run's steps that go by rendezvous: one round trip each
   double hop_latency_s = 0;  // ring: the slowest hop of the group's ring (each step waits for it)
+  double message_latency_s = 0;  // the library's per-step latency on the run's route (Network::message_latency_s)
 };
 
 struct PendingSync {
@@ -181,6 +182,9 @@ class Replay {
   void live_flow_done(int t);
   int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+  void step_routes(int s, int src_node, const CollectiveStep& st, const std::vector<int>& members,
+                   std::map<std::vector<int>, double>& bytes_of_route,
+                   std::map<std::vector<int>, double>& latency_of_route);
   const std::vector<int>& classes_of_group(const GroupTable& gt, int group);
   bool node_slowed(int node) const;
   bool group_has_other_slowed_class(const GroupTable& gt, int group, int own_class);

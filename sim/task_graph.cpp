@@ -232,10 +232,13 @@ void Replay::expand_send(int s, OpId v, const TransferWork& t, int ready) {
     task = new_task(Task::join);
   } else if (fid_ == Fidelity::exhaustive) {
     const auto eps = paths_.exhaustive_endpoints(s, src_node, dst_node);
-    task = flow_task(eps.first, eps.second, t.bytes, posting_s(t.bytes) + handshake_s(t.bytes, paths_.routes().at(eps)));
+    task = flow_task(eps.first, eps.second, t.bytes,
+                     posting_s(t.bytes) + handshake_s(t.bytes, paths_.routes().at(eps)) +
+                         net_.message_latency_s(src_node, dst_node));
   } else {
     const std::vector<int> route = paths_.map_path(s, src_node, dst_node);
-    task = folded_flow(s, route, t.bytes, posting_s(t.bytes) + handshake_s(t.bytes, route));
+    task = folded_flow(s, route, t.bytes,
+                       posting_s(t.bytes) + handshake_s(t.bytes, route) + net_.message_latency_s(src_node, dst_node));
   }
   edge(ready, task);
   op_done_[slot_base_[s] + v] = task;

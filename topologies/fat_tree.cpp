@@ -19,7 +19,10 @@ FatTreeNetwork::FatTreeNetwork(const MachineSpec& m, Precision peak_precision)
       nics_per_node_(0),
       nodes_per_leaf_group_(m.gpu.nodes_per_leaf_group),
       leaf_groups_per_spine_group_(m.gpu.leaf_groups_per_spine_group),
-      rail_optimized_(m.gpu.rail_optimized) {
+      rail_optimized_(m.gpu.rail_optimized),
+      gpu_speed_(0),
+      nvlink_step_latency_s_(m.gpu.nvlink_step_latency_s),
+      network_step_latency_s_(m.gpu.network_step_latency_s) {
   const GpuClusterSpec& g = m.gpu;
   if (nodes_ <= 0 || gpus_per_node_ <= 0 || gpus_per_nic_ <= 0 || nodes_per_leaf_group_ <= 0 ||
       leaf_groups_per_spine_group_ <= 0)
@@ -190,7 +193,7 @@ void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, c
   r.check_keys(m, path,
                {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
                 "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
-                "checkpoint_write_Bps", "sources"});
+                "checkpoint_write_Bps", "nvlink_step_latency_s", "network_step_latency_s", "sources"});
   r.check_checkpoint_write_Bps(m, path);
   GpuClusterSpec& g = s.gpu;
   g.nodes = r.required_int(m, path, "nodes");
@@ -206,6 +209,11 @@ void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, c
   g.nic_Bps = r.required_ranged(m, path, "nic_Bps", kLinkBandwidthRange);
   read_fat_tree(r, m, path, g);
   s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
+  // Optional (0 when absent): the collective library's per-step latency by hop kind.
+  if (MachineReader::has(m, "nvlink_step_latency_s"))
+    g.nvlink_step_latency_s = r.required_ranged(m, path, "nvlink_step_latency_s", kMessageOverheadRange);
+  if (MachineReader::has(m, "network_step_latency_s"))
+    g.network_step_latency_s = r.required_ranged(m, path, "network_step_latency_s", kMessageOverheadRange);
   read_host(r, m, path, s);
 }
 

@@ -57,6 +57,11 @@ class FatTreeNetwork final : public Network {
   int compute_units_per_node() const override { return 1; }
   double compute_unit_speed_flops_per_s() const override { return gpu_speed_; }
   std::string node_name(int node) const override;
+  // NCCL's per-step latency of the hop: nvlink_step_latency_s inside a node, network_step_latency_s
+  // between nodes (topologies/machines/*.json: NCCL's tuning.cc, Ring/Simple).
+  double message_latency_s(int src_node, int dst_node) const override {
+    return machine_node_of(src_node) == machine_node_of(dst_node) ? nvlink_step_latency_s_ : network_step_latency_s_;
+  }
 
   int machine_node_of(int gpu) const { return gpu / gpus_per_node_; }
   int nic_of(int gpu) const { return machine_node_of(gpu) * nics_per_node_ + rail_of(gpu); }
@@ -84,6 +89,7 @@ class FatTreeNetwork final : public Network {
   bool rail_optimized_;
   int leaf_cables_ = 1, spine_cables_ = 1;
   double gpu_speed_;
+  double nvlink_step_latency_s_, network_step_latency_s_;
   std::vector<LinkKind> kinds_;
 };
 

@@ -144,6 +144,9 @@ class FaultyNetwork final : public Network {
   double compute_unit_speed_flops_per_s() const override { return base_.compute_unit_speed_flops_per_s(); }
   std::string node_name(int node) const override { return base_.node_name(node); }
   double message_overhead_s() const override { return base_.message_overhead_s(); }
+  double message_latency_s(int src_node, int dst_node) const override {
+    return base_.message_latency_s(src_node, dst_node);
+  }
   double eager_copy_s(double message_bytes) const override { return base_.eager_copy_s(message_bytes); }
   bool rendezvous(double message_bytes) const override { return base_.rendezvous(message_bytes); }
   double bandwidth_factor(int kind, int instance) const override;

@@ -41,6 +41,8 @@ nlohmann::json machine_report_json(const MachineSpec& m) {
                      {"leaf_taper", g.leaf_taper},
                      {"spine_taper", g.spine_taper}};
     j["link_latency_s"] = m.link_latency_s;
+    if (g.nvlink_step_latency_s > 0) j["nvlink_step_latency_s"] = g.nvlink_step_latency_s;
+    if (g.network_step_latency_s > 0) j["network_step_latency_s"] = g.network_step_latency_s;
     if (m.host_link_Bps > 0) {
       j["host_link_Bps"] = m.host_link_Bps;
       j["host_memory_Bps"] = m.host_memory_Bps;

@@ -27,6 +27,10 @@ struct GpuClusterSpec {
   bool rail_optimized = true;
   double leaf_taper = 1;   // a leaf domain's downward / upward bandwidth (oversubscription)
   double spine_taper = 1;  // a spine group's downward / upward bandwidth
+  // The collective library's (NCCL's) software latency per message (ring step), by hop kind:
+  // between two GPUs of one node (NVLink/NVSwitch) and between nodes (the network). 0: not modelled.
+  double nvlink_step_latency_s = 0;
+  double network_step_latency_s = 0;
 
   int nics_per_node() const { return gpus_per_node / gpus_per_nic; }
 };

@@ -217,3 +217,65 @@ TEST_CASE("multi_ring analytic: 2 nodes x 4 GPUs, the estimate is the NIC-bound 
   INFO("estimated ", t, " s, closed form ", expected, " s");
   CHECK(std::fabs(t - expected) <= 1e-9 * expected);
 }
+
+// NCCL's per-step software latency by hop kind (FatTreeNetwork::message_latency_s; NCCL 2.7.5's
+// tuning.cc hwLat, Ring/Simple: 3.4 us over NVLink, 9.6 us over the network). On 2 nodes x 8 GPUs
+// the multi-ring's step sends one NVLink flow (7 channels' chunks, 4e6 B each: 3.4 us + 280 us)
+// and one NIC flow (one chunk: 9.6 us + 400 us) at once; the NIC flow sets each of the 2(n-1) = 30
+// steps: 30 x (9.6 us + 400 us) = 12.288 ms, the latency term 30 x 9.6 us = 288 us.
+namespace {
+
+constexpr double kNvlinkStep = 3.4e-6, kNetworkStep = 9.6e-6;
+
+MachineSpec cluster_with_step_latencies() {
+  MachineSpec m = cluster(2, 8);
+  m.gpu.nvlink_step_latency_s = kNvlinkStep;
+  m.gpu.network_step_latency_s = kNetworkStep;
+  return m;
+}
+
+constexpr double kStepBytes = 16 * 8 * 4e6;  // B: a channel's chunk B / (n L) = 4e6 B
+constexpr double kStepLatencyExpected = 30 * (9.6e-6 + 4e6 / kNic);
+
+double simulated_with_step_latencies(Fidelity fid) {
+  const MachineSpec m = cluster_with_step_latencies();
+  const FatTreeNetwork net(m, Precision::fp32);
+  const Workload w = one_all_reduce(net, m, kStepBytes, true);
+  const RooflineCostModel cost(device_profile_of(m));
+  return simulate(w, net, cost, EngineOptions{fid}).step_time_s;
+}
+
+}  // namespace
+
+TEST_CASE("nccl step latency: by hop kind, NVLink inside a node, the network between nodes") {
+  const MachineSpec m = cluster_with_step_latencies();
+  const FatTreeNetwork net(m, Precision::fp32);
+  CHECK(net.message_latency_s(0, 7) == kNvlinkStep);
+  CHECK(net.message_latency_s(8, 15) == kNvlinkStep);
+  CHECK(net.message_latency_s(7, 8) == kNetworkStep);
+  CHECK(net.message_overhead_s() == 0);  // no serial per-sender overhead on a GPU cluster
+  CHECK(FatTreeNetwork(cluster(2, 8), Precision::fp32).message_latency_s(7, 8) == 0);  // absent: not modelled
+  CHECK(kStepLatencyExpected == doctest::Approx(12.288e-3));
+}
+
+TEST_CASE("nccl step latency sim: 2 nodes x 8 GPUs, exhaustive all_reduce pays 30 network step latencies") {
+  const double t = simulated_with_step_latencies(Fidelity::exhaustive);
+  INFO("simulated ", t, " s, by hand ", kStepLatencyExpected, " s");
+  CHECK(std::fabs(t - kStepLatencyExpected) <= 1e-9 * kStepLatencyExpected);
+}
+
+TEST_CASE("nccl step latency sim: 2 nodes x 8 GPUs, folded all_reduce pays the same") {
+  const double t = simulated_with_step_latencies(Fidelity::folded);
+  INFO("simulated ", t, " s, by hand ", kStepLatencyExpected, " s");
+  CHECK(std::fabs(t - kStepLatencyExpected) <= 1e-9 * kStepLatencyExpected);
+}
+
+TEST_CASE("nccl step latency analytic: 2 nodes x 8 GPUs, the estimate pays the same") {
+  const MachineSpec m = cluster_with_step_latencies();
+  const FatTreeNetwork net(m, Precision::fp32);
+  const Workload w = one_all_reduce(net, m, kStepBytes, true);
+  const RooflineCostModel cost(device_profile_of(m));
+  const double t = estimate_step(w, net, cost).step_time_s;
+  INFO("estimated ", t, " s, by hand ", kStepLatencyExpected, " s");
+  CHECK(std::fabs(t - kStepLatencyExpected) <= 1e-9 * kStepLatencyExpected);
+}
