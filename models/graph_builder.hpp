@@ -35,9 +35,11 @@ class After {
  public:
   After(long one) : own_{one}, begin_(own_), end_(own_ + 1) {}  // NOLINT: ids convert implicitly
   After(const std::vector<long>& v) : begin_(v.data()), end_(v.data() + v.size()) {}  // NOLINT
-  After(std::initializer_list<long> l) : begin_(own_), end_(own_ + l.size()) {  // NOLINT
+  After(std::initializer_list<long> l) : begin_(own_), end_(own_) {  // NOLINT
+    // checked before any pointer is formed past own_ (own_ + 5 would be undefined behaviour)
     if (l.size() > kOwn) throw std::invalid_argument("GraphBuilder: more than 4 dependencies in a brace list");
     std::copy(l.begin(), l.end(), own_);
+    end_ = own_ + l.size();
   }
   After(const After&) = delete;
   After& operator=(const After&) = delete;
