@@ -15,6 +15,24 @@ using namespace exasim;
 
 namespace {
 
+// One transformer layer's four linears (QKV, projection, FFN1, FFN2) under layout l: the bytes and
+// number of collectives per group role; every group of the q = 2 cases has two members.
+struct LayerTraffic {
+  std::map<std::string, double> bytes;
+  std::map<std::string, int> count;
+};
+LayerTraffic layer_traffic(const TensorLayout& l, double T, double h, double ff, double e) {
+  LayerTraffic t;
+  for (const TensorLinear& lin : {tensor_linear(l, T, h, 3 * h, e, Linear1D::column), tensor_linear(l, T, h, h, e, Linear1D::row),
+                                  tensor_linear(l, T, h, ff, e, Linear1D::column), tensor_linear(l, T, ff, h, e, Linear1D::row)})
+    for (const TensorCollective& c : lin.all()) {
+      t.bytes[c.role] += c.bytes;
+      t.count[c.role]++;
+      CHECK(c.members == 2);
+    }
+  return t;
+}
+
 ParallelPlan tp_plan(TensorMode m, int tensor, int depth = 1) {
   ParallelPlan p;
   p.tensor = tensor;
@@ -109,15 +127,9 @@ TEST_CASE("3-D, one transformer layer by hand: bytes per group role, Colossal-AI
   // QKV and FFN1 use input "tp_y", output "tp_z"; the projection and FFN2 swap them.
   const TensorLayout l = tensor_layout(tp_plan(TensorMode::three_d, 8));
   const double T = 64, h = 32, ff = 128, e = 2;
-  std::map<std::string, double> bytes;
-  std::map<std::string, int> count;
-  for (const TensorLinear& lin : {tensor_linear(l, T, h, 3 * h, e, Linear1D::column), tensor_linear(l, T, h, h, e, Linear1D::row),
-                                  tensor_linear(l, T, h, ff, e, Linear1D::column), tensor_linear(l, T, ff, h, e, Linear1D::row)})
-    for (const TensorCollective& c : lin.all()) {
-      bytes[c.role] += c.bytes;
-      count[c.role]++;
-      CHECK(c.members == 2);
-    }
+  const LayerTraffic t = layer_traffic(l, T, h, ff, e);
+  std::map<std::string, double> bytes = t.bytes;
+  std::map<std::string, int> count = t.count;
   // tp_x: 2 x (32x96 + 32x32 + 32x128 + 128x32) / 4 x 2 bytes = 2 x 12288 / 4 x 2.
   CHECK(bytes["tp_x"] == 12288);
   // tp_y: X of QKV and FFN1 (32 x 16 each), Y of projection and FFN2 (32 x 16 each), twice, x 2 bytes.
@@ -142,15 +154,9 @@ TEST_CASE("2-D, one transformer layer by hand: bytes per group role (Colossal-AI
   // all-gather, the data gradient's all-gather again, dA reduce-scatter).
   const TensorLayout l = tensor_layout(tp_plan(TensorMode::two_d, 4));
   const double T = 64, h = 32, ff = 128, e = 2;
-  std::map<std::string, double> bytes;
-  std::map<std::string, int> count;
-  for (const TensorLinear& lin : {tensor_linear(l, T, h, 3 * h, e, Linear1D::column), tensor_linear(l, T, h, h, e, Linear1D::row),
-                                  tensor_linear(l, T, h, ff, e, Linear1D::column), tensor_linear(l, T, ff, h, e, Linear1D::row)})
-    for (const TensorCollective& c : lin.all()) {
-      bytes[c.role] += c.bytes;
-      count[c.role]++;
-      CHECK(c.members == 2);
-    }
+  const LayerTraffic t = layer_traffic(l, T, h, ff, e);
+  std::map<std::string, double> bytes = t.bytes;
+  std::map<std::string, int> count = t.count;
   // tp_row: X panels 32 x 32 (QKV, projection, FFN1) and 32 x 128 (FFN2), 3 times, x 2 bytes.
   CHECK(bytes["tp_row"] == 3 * (3 * 32 * 32 + 32 * 128) * 2);
   // tp_col: A panels 32 x 48, 32 x 16, 32 x 64, 128 x 16, 3 times, x 2 bytes.
