@@ -268,10 +268,12 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   return out;
 }
 
-double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters) {
-  const StateBytes shared = state_bytes(precision, false), experts = state_bytes(precision, true);
-  return (parameters - expert_parameters) * (shared.parameter + shared.optimizer) +
-         expert_parameters * (experts.parameter + experts.optimizer);
+double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters,
+                              double gate_parameters) {
+  const StateBytes shared = state_bytes(precision, false), experts = state_bytes(precision, true),
+                   gates = gate_state_bytes(precision);
+  return (parameters - expert_parameters - gate_parameters) * (shared.parameter + shared.optimizer) +
+         gate_parameters * (gates.parameter + gates.optimizer) + expert_parameters * (experts.parameter + experts.optimizer);
 }
 
 DeviceMemory worst_stage_memory(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {
