@@ -9,6 +9,7 @@
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
 #include "models/memory_model.hpp"
+#include "models/transformer_parameters.hpp"
 #include "topologies/machine_families.hpp"
 #include "topologies/faults.hpp"
 #include "topologies/network_factory.hpp"
@@ -103,7 +104,8 @@ void apply_resilience(const Scenario& sc, Prediction& p) {
   if (!sc.resilience) return;
   try {
     p.components = job_components(sc.machine, p.workload.node_of_rank);
-    const double bytes = checkpoint_state_bytes(sc.training.precision, p.parameters, p.expert_parameters);
+    const double bytes =
+        checkpoint_state_bytes(sc.training.precision, p.parameters, p.expert_parameters, gate_parameters(sc.model));
     p.goodput = expected_goodput(*sc.resilience, *p.components, bytes, sc.machine.checkpoint_write_Bps, p.step_time_s);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(sc.file, "/resilience", e.what());

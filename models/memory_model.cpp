@@ -25,6 +25,11 @@ StateBytes state_bytes(PrecisionPolicy p, bool experts) {
   if (experts) return {bytes_per_element(pp.expert_param), bytes_per_element(pp.expert_grad), 8 + pp.expert_master_bytes};
   return {bytes_per_element(pp.shared_param), bytes_per_element(pp.shared_grad), 8 + pp.shared_master_bytes};
 }
+// The MoE gate's: the FFN's where the mode runs the gate with it (PrecisionPlan::gate_with_ffn).
+StateBytes gate_state_bytes(PrecisionPolicy p) {
+  const PrecisionPlan pp = precision_plan(p);
+  return {bytes_per_element(gate_param(pp)), bytes_per_element(gate_grad(pp)), 8 + gate_master_bytes(pp)};
+}
 
 struct Partitioned {
   double parameters_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0;
@@ -123,18 +128,20 @@ LayerMemory layer_memory(const Sizes& z, const ParallelPlan& p, const TensorLayo
 // Parameters on the device of `stage`: dense, experts, and one layer's dense share.
 struct DeviceParameters {
   double dense = 0, experts = 0, dense_per_layer = 0;
+  double gates = 0;  // the MoE gates' share of `dense` (d x E per MoE layer)
 };
 DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
                                             const TensorLayout& l, int stage) {
   const double h = m.d_model, V = m.vocab, s = t.seq_len;
   // Per layer as models/transformer_parameters.hpp counts them (dense or MoE, encoder or decoder).
   const double frac = l.parameter_fraction();
-  double dense = 0, experts = 0, per_layer = 0;
+  double dense = 0, experts = 0, per_layer = 0, gates = 0;
   for (int c = 0; c < p.virtual_stages; ++c) {
     const int vs = c * p.pipeline + stage, first = first_layer_of_chunk(m.total_layers(), p, vs);
     for (int i = first; i < first + layers_on_chunk(m.total_layers(), p, vs); ++i) {
       dense += layer_dense_parameters(m, i) * frac;
       experts += layer_expert_parameters(m, i) / p.expert;
+      if (m.is_moe_layer(i)) gates += h * m.experts_per_layer * frac;
       per_layer = std::max(per_layer, layer_dense_parameters(m, i) * frac);
     }
   }
@@ -143,7 +150,7 @@ DeviceParameters device_parameters(const ModelSpec& m, const TrainingSpec& t, co
   if (stage == 0 && V > 0) dense += V * h * frac + embedding_parameters(m, s) - V * h;
   if (stage == p.pipeline - 1 && (p.pipeline > 1 || !m.tied_embeddings)) dense += V * h * frac;  // (untied: its own)
   if (stage == p.pipeline - 1) dense += head_parameters(m) * frac;
-  return {dense, experts, per_layer};
+  return {dense, experts, per_layer, gates};
 }
 
 }  // namespace
@@ -208,11 +215,16 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const bool paro = p.paro && replicas > 1;
   const int zero = std::max(p.zero_stage, paro ? 1 : 0);
   const StateBytes sb = state_bytes(t.precision, false);
-  const Partitioned d = partition(dense, p.supernode_ranks > 0 ? p.supernode_ranks : p.gradient_replicas(), zero, sb);
+  // The gates apart only where their bytes differ from the other dense parameters' (layerwise).
+  const double gates = precision_plan(t.precision).gate_with_ffn ? dp.gates : 0;
+  const int dense_shards = p.supernode_ranks > 0 ? p.supernode_ranks : p.gradient_replicas();
+  const Partitioned d = partition(dense - gates, dense_shards, zero, sb);
+  const Partitioned g = partition(gates, dense_shards, zero, gate_state_bytes(t.precision));
   const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true));
-  out.parameters_bytes = d.parameters_bytes + x.parameters_bytes;
-  out.gradients_bytes = d.gradients_bytes + x.gradients_bytes;
-  (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) = d.optimizer_bytes + x.optimizer_bytes;
+  out.parameters_bytes = d.parameters_bytes + g.parameters_bytes + x.parameters_bytes;
+  out.gradients_bytes = d.gradients_bytes + g.gradients_bytes + x.gradients_bytes;
+  (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) =
+      d.optimizer_bytes + g.optimizer_bytes + x.optimizer_bytes;
   // fp8: each layer weight's fp8 copy and its transpose (1 + 1 bytes), kept for the step.
   if (t.precision == PrecisionPolicy::fp8) out.parameters_bytes += 2 * layers_on_stage(m.layers, p, stage) * dp.dense_per_layer;
 
@@ -256,10 +268,12 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   return out;
 }
 
-double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters) {
-  const StateBytes shared = state_bytes(precision, false), experts = state_bytes(precision, true);
-  return (parameters - expert_parameters) * (shared.parameter + shared.optimizer) +
-         expert_parameters * (experts.parameter + experts.optimizer);
+double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters,
+                              double gate_parameters) {
+  const StateBytes shared = state_bytes(precision, false), experts = state_bytes(precision, true),
+                   gates = gate_state_bytes(precision);
+  return (parameters - expert_parameters - gate_parameters) * (shared.parameter + shared.optimizer) +
+         gate_parameters * (gates.parameter + gates.optimizer) + expert_parameters * (experts.parameter + experts.optimizer);
 }
 
 DeviceMemory worst_stage_memory(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p) {

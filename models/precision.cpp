@@ -20,7 +20,7 @@ PrecisionPlan precision_plan(PrecisionPolicy p) {
     case PrecisionPolicy::apex_o2:
       return {f16, f16, f16, f16, f16, f16, f16, f16, f16, f16, 4.0, 4.0, true, f16, true, false};
     case PrecisionPolicy::mixed:  // layerwise
-      return {f16, f32, f16, f32, f16, f64, f16, f16, f32, f32, 4.0, 0.0, true, f32, true, false};
+      return {f16, f16, f16, f32, f16, f64, f16, f16, f32, f32, 4.0, 0.0, true, f32, true, false, true};
   }
   throw std::invalid_argument(std::string("precision \"") + to_string(p) +
                               "\" has no row: use fp32, fp16, bf16, apex_o1, apex_o2 or layerwise (\"mixed\")");

@@ -19,7 +19,10 @@
 //              (unscale the half gradients into fp32, copy the master weights back into half);
 //              the gate's softmax and top-k in fp32
 //   layerwise  BaGuaLu's layer-wise mixed precision (reference/models.md): attention under autocast
-//              (O1), expert FFN in half with fp32 master weights (O2), the gate in fp32, reductions,
+//              (O1), the MoE FFN in half with fp32 master weights (O2): its experts and its gate, a
+//              submodule of the MoE layer in FastMoE (fmoe/layers.py: FMoE.gate, BaGuaLu's authors'
+//              library), so the gate's GEMM, weights and gradients are half with an fp32 master
+//              copy (gate_with_ffn; its softmax and top-k stay in fp32 or wider), reductions,
 //              exp, sqrt, gelu, softmax and layer norm in fp64, the embedding (and logits) in fp32,
 //              dynamic loss scaling. "mixed" in a MoDa scenario means this mode. The MoE all-to-alls
 //              carry the layer's fp32 input and output; the half experts cast them (Figure 18: the
@@ -55,7 +58,18 @@ struct PrecisionPlan {
   // in a pass of their own (true) and bf16 has none (false).
   bool loss_scaling;
   bool main_grad_step;  // Megatron-LM's optimizer passes around Adam (fp16, bf16, fp8 rows)
+  // The MoE gate's parameters follow the FFN's (expert_param, expert_grad, expert_master_bytes)
+  // rather than the shared ones: the mode runs the whole MoE layer, gate included, as one half
+  // module (layerwise). Otherwise the gate is a shared parameter like the attention's.
+  bool gate_with_ffn = false;
 };
+
+// The MoE gate's parameter and gradient precision and its master bytes under a mode's row.
+inline Precision gate_param(const PrecisionPlan& pp) { return pp.gate_with_ffn ? pp.expert_param : pp.shared_param; }
+inline Precision gate_grad(const PrecisionPlan& pp) { return pp.gate_with_ffn ? pp.expert_grad : pp.shared_grad; }
+inline double gate_master_bytes(const PrecisionPlan& pp) {
+  return pp.gate_with_ffn ? pp.expert_master_bytes : pp.shared_master_bytes;
+}
 
 // Throws std::invalid_argument for a policy with no row.
 PrecisionPlan precision_plan(PrecisionPolicy p);

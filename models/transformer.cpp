@@ -197,6 +197,12 @@ class StageBuilder {
                       Kernel::token_permute, x_.storage, rows_cols(Ts, dl), 0, (F ? 2 : 3) * Ts * dl * x_.ea, deps());
   }
   double layer_dense_params(int layer) const { return layer_dense_parameters(x_.model, layer) * x_.pf; }
+  // The MoE gate's share of a layer's dense parameters (d x E), kept apart where the precision
+  // mode runs the gate with the FFN (PrecisionPlan::gate_with_ffn), else 0.
+  double layer_gate_params(int layer) const {
+    if (!x_.pp.gate_with_ffn || !x_.model.is_moe_layer(layer)) return 0;
+    return double(x_.model.d_model) * x_.model.experts_per_layer * x_.pf;
+  }
   int layer_index(int vs, int l) const { return first_layer_of_chunk(layers_, plan_, vs) + l; }
   int chunk_layers(int vs) const { return layers_on_chunk(layers_, plan_, vs); }
 
@@ -228,6 +234,9 @@ class StageBuilder {
       const std::string p = fmt::format("L{}.opt.", l), gp = fmt::format("L{}.grad.", l);
       std::vector<long> ready = overlap ? std::vector<long>{layer_last} : done;
       const double dense = layer_dense_params(l) + (l == layer_done_.back().first ? dense_params - layers_dense : 0);
+      const double gate = layer_gate_params(l);  // half with a master copy under layerwise, else 0
+      const double gg = bytes_per_element(gate_grad(pp)), gpb = bytes_per_element(gate_param(pp));
+      const double dense_grad_bytes = (dense - gate) * sg + gate * gg, dense_param_bytes = (dense - gate) * sp + gate * gpb;
       const double experts = expert_params / layers;
       std::vector<long> expert_ready = done, after = ready;
       after.push_back(comm);
@@ -243,12 +252,12 @@ class StageBuilder {
         after.push_back(comm);
       }
       comm = b_.collective(gp + "shared_grad_reduce_scatter", "shared_grad_reduce_scatter", G,
-                           CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, "supernode", dense * sg, after);
+                           CollectiveKind::reduce_scatter, CollectiveAlgorithm::ring, "supernode", dense_grad_bytes, after);
       comm = b_.collective(gp + "shared_grad_all_reduce", "shared_grad_all_reduce", G, CollectiveKind::all_reduce,
-                           CollectiveAlgorithm::ring, "across_supernodes", dense * sg / K, {comm});
+                           CollectiveAlgorithm::ring, "across_supernodes", dense_grad_bytes / K, {comm});
       if (!paro)
         comm = b_.collective(gp + "shared_grad_all_gather", "shared_grad_all_gather", G, CollectiveKind::all_gather,
-                             CollectiveAlgorithm::ring, "supernode", dense * sg, {comm});
+                             CollectiveAlgorithm::ring, "supernode", dense_grad_bytes, {comm});
       expert_ready.push_back(adam);
       adam = master_update(p + "expert", pp.expert_master_bytes, eg, ep, expert_shard, expert_ready);
       if (paro)
@@ -256,10 +265,12 @@ class StageBuilder {
                       CollectiveKind::all_gather, CollectiveAlgorithm::ring, "expert_dp", experts * ep, {adam});
       std::vector<long> shared_ready = done;
       shared_ready.insert(shared_ready.end(), {adam, comm});
-      adam = master_update(p + "shared", pp.shared_master_bytes, sg, sp, paro ? dense / K : dense, shared_ready);
+      adam = master_update(p + "shared", pp.shared_master_bytes, sg, sp, (paro ? 1 / K : 1) * (dense - gate), shared_ready);
+      if (gate > 0)
+        adam = master_update(p + "gate", gate_master_bytes(pp), gg, gpb, (paro ? 1 / K : 1) * gate, {adam});
       if (paro)
         b_.collective(p + "shared_param_all_gather", "shared_param_all_gather", Phase::optimizer,
-                      CollectiveKind::all_gather, CollectiveAlgorithm::ring, "supernode", dense * sp, {adam});
+                      CollectiveKind::all_gather, CollectiveAlgorithm::ring, "supernode", dense_param_bytes, {adam});
     }
   }
   // Adam on `shard` parameters named `what` ("L3.opt.expert"), with APEX O2's passes where the
@@ -988,7 +999,7 @@ class StageBuilder {
     const double Re = x_.rows_per_expert(), le = x_.local_experts();
     const Precision f32 = Precision::fp32, g = x_.gate_gemm, e = x_.ffn_gemm, es = x_.ffn_storage, ep = x_.pp.expert_param;
     // The gate reads the layer's activations (x_.storage) and its scores go to the fp32 top-k.
-    autocast(p, "gate.weight", "autocast_weight", ph, g, x_.pp.shared_param, d, E);
+    autocast(p, "gate.weight", "autocast_weight", ph, g, gate_param(x_.pp), d, E);
     autocast(p, "gate.input", "autocast_activation", ph, g, x_.storage, T, d);
     last_ = b_.gemm(p + "gate", "gate" + sfx, ph, g, operands(g, f32), gate(), deps());
     autocast(p, "gate.output", "autocast_activation", ph, g, f32, T, E);
@@ -1038,7 +1049,7 @@ class StageBuilder {
     autocast(p, "gate.grad_output", "autocast_activation.bwd", B, g, Precision::fp32, T, E);
     last_ = b_.gemm_backward(p + "gate", "gate", g, operands(g, Precision::fp32), gate(), deps());
     autocast(p, "gate.grad_input", "autocast_activation.bwd", B, g, x_.storage, T, d);
-    autocast(p, "gate.grad_weight", "autocast_weight.bwd", B, g, x_.pp.shared_param, d, E);
+    autocast(p, "gate.grad_weight", "autocast_weight.bwd", B, g, gate_param(x_.pp), d, E);
   }
 
   void layer_backward(int l) {

@@ -26,6 +26,12 @@ double layer_expert_parameters(const ModelSpec& m, int l) {
   return m.is_moe_layer(l) ? m.experts_per_layer * ffn_parameters(m) : 0;
 }
 
+double gate_parameters(const ModelSpec& m) {
+  if (m.dense()) return 0;
+  const double moe = double(m.layers / m.moe_every) + double(m.decoder_layers / m.moe_every);
+  return moe * double(m.d_model) * m.experts_per_layer;
+}
+
 double embedding_parameters(const ModelSpec& m, double seq_len) {
   const double d = m.d_model, V = m.vocab;
   if (V <= 0) return 0;  // no vocabulary (BaGuaLu's MoDa models): no embedding

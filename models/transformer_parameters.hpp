@@ -26,6 +26,8 @@ double ffn_parameters(const ModelSpec& m);         // one feed-forward (one expe
 // the dense feed-forward or the gate), and its experts' (0 for a dense layer).
 double layer_dense_parameters(const ModelSpec& m, int l);
 double layer_expert_parameters(const ModelSpec& m, int l);
+// The MoE gates' share of the dense parameters, d x E per MoE layer, in closed form.
+double gate_parameters(const ModelSpec& m);
 // Outside the layers: the embeddings (the word embedding, positions, BERT's token types and
 // layer norm) and BERT's heads (see above); transformer_parameters adds the logits' own V x d
 // when the embeddings are untied.

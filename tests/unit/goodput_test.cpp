@@ -78,10 +78,13 @@ TEST_CASE("goodput: the interval is a whole number of steps, the given one or Da
 
 TEST_CASE("goodput: the checkpoint holds each parameter's working copy and optimizer state once") {
   // fp32: 4 bytes of weights + 8 of Adam moments; fp16 mixed: 2 + 4 (master) + 8.
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 0) == doctest::Approx(12e9));
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp16, 1e9, 0) == doctest::Approx(14e9));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 0, 0) == doctest::Approx(12e9));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp16, 1e9, 0, 0) == doctest::Approx(14e9));
   // BaGuaLu's layer-wise mode: experts in half with fp32 masters, the rest fp32 without.
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8) == doctest::Approx(4e8 * 12 + 6e8 * 14));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 0) == doctest::Approx(4e8 * 12 + 6e8 * 14));
+  // ... and its gates with the experts (half, fp32 master: 2 + 4 + 8); under fp32 a gate is shared.
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 1e8) == doctest::Approx(3e8 * 12 + 7e8 * 14));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8) == doctest::Approx(12e9));
 }
 
 TEST_CASE("goodput: a job's components per machine family") {

@@ -471,11 +471,12 @@ TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and 
   const StepGraph &g32 = f32.step.workload.programs[0], &g1 = o1.step.workload.programs[0],
                   &g2 = o2.step.workload.programs[0], &gl = lw.step.workload.programs[0],
                   &g16 = f16.step.workload.programs[0];
-  // GEMMs: fp32 / half under O1, O2 and layerwise; the gate stays fp32 in layerwise and fp16.
+  // GEMMs: fp32 / half under O1, O2 and layerwise; the gate is half with the MoE FFN in layerwise
+  // (FastMoE's gate is a submodule of the MoE layer) and stays fp32 in Megatron's fp16.
   CHECK(gemm_precision(g32, "L0.fwd.expert_ffn1") == Precision::fp32);
   CHECK(gemm_precision(g1, "L0.fwd.expert_ffn1") == Precision::fp16);
   CHECK(gemm_precision(g2, "L0.fwd.attn_qkv") == Precision::fp16);
-  CHECK(gemm_precision(gl, "L0.fwd.gate") == Precision::fp32);
+  CHECK(gemm_precision(gl, "L0.fwd.gate") == Precision::fp16);
   CHECK(gemm_precision(g16, "L0.fwd.gate") == Precision::fp32);
   CHECK(gemm_precision(g2, "L0.fwd.gate") == Precision::fp16);
   // Layer norms: fp64 in layerwise, half in O2, fp32 in O1.
@@ -495,8 +496,11 @@ TEST_CASE("moe model: precision modes set GEMM precisions, activation bytes and 
   CHECK(o1.step.memory.optimizer_state_bytes == e * 8 / 2 + d * 8 / 4);
   CHECK(o2.step.memory.parameters_bytes == e * 2 + d * 2);
   CHECK(o2.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 12 / 4);
-  CHECK(lw.step.memory.parameters_bytes == e * 2 + d * 4);
-  CHECK(lw.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 8 / 4);
+  // Layerwise: the gates (d x E = 8 x 4 a layer) are half with an fp32 master copy like the
+  // experts, sharded over K = 4 with the other dense parameters, which stay fp32.
+  const double gates = 2 * 8 * 4;
+  CHECK(lw.step.memory.parameters_bytes == e * 2 + (d - gates) * 4 + gates * 2);
+  CHECK(lw.step.memory.optimizer_state_bytes == e * 12 / 2 + (d - gates) * 8 / 4 + gates * 12 / 4);
   CHECK(f16.step.memory.optimizer_state_bytes == e * 12 / 2 + d * 12 / 4);
 }
 
@@ -520,8 +524,9 @@ TEST_CASE("moe model: autocast casts and loss scaling, counted by hand") {
   CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_weight.bwd") == 2 * 256 * 6);
   // Its activations: qkv input 8 x 8 and output 8 x 24, proj input and output 8 x 8 (384 values),
   // and the half experts' input and output, cast from and to the fp32 tokens the all-to-alls
-  // carry: 2 x R d = 2 x 16 x 8 values (R = 16 padded expert rows).
-  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_activation") == 2 * (384 + 2 * 16 * 8) * 6);
+  // carry: 2 x R d = 2 x 16 x 8 values (R = 16 padded expert rows), and the half gate's fp32 input
+  // (T x d = 8 x 8) and its scores cast up for the top-k (T x E = 8 x 4); its weight is half.
+  CHECK(bytes_of(PrecisionPolicy::mixed, "autocast_activation") == 2 * (384 + 2 * 16 * 8 + 8 * 8 + 8 * 4) * 6);
   // APEX O1 casts the gate (8 x 4) and the expert (8 x 16 and 16 x 8) too: 256 + 32 + 256 values.
   CHECK(bytes_of(PrecisionPolicy::apex_o1, "autocast_weight") == 2 * 544 * 6);
   // No casts where the GEMM's precision is its operands' (fp32; O2 keeps half weights).
@@ -530,9 +535,12 @@ TEST_CASE("moe model: autocast casts and loss scaling, counted by hand") {
   // O2's half gate scores go to the fp32 top-k: T x E = 32 values cast up.
   CHECK(bytes_of(PrecisionPolicy::apex_o2, "autocast_activation") == 2 * 32 * 6);
   // Loss scaling: the shared fp32 gradients have no master copy in layer-wise mode, so their
-  // ParO shard (352 / K = 88 per layer) is unscaled and checked in place (4 + 4 bytes); the
-  // expert shard's check is the master-gradient pass. O1 unscales both; fp32 neither.
-  CHECK(bytes_of(PrecisionPolicy::mixed, "shared_unscale") == 2 * 88 * 8);
+  // ParO shard ((352 - 32 gate) / K = 80 per layer) is unscaled and checked in place (4 + 4
+  // bytes); the expert and gate shards' check is their master-gradient pass (gate: 32 / K = 8
+  // per layer, half gradient read, fp32 master gradient written). O1 unscales both; fp32 neither.
+  CHECK(bytes_of(PrecisionPolicy::mixed, "shared_unscale") == 2 * 80 * 8);
+  CHECK(bytes_of(PrecisionPolicy::mixed, "gate_master_grad") == 2 * 8 * 6);
+  CHECK(bytes_of(PrecisionPolicy::mixed, "gate_master_to_model") == 2 * 8 * 6);
   CHECK(bytes_of(PrecisionPolicy::mixed, "expert_unscale") == 0);
   CHECK(bytes_of(PrecisionPolicy::apex_o1, "expert_unscale") == 2 * 140 * 8);
   CHECK(bytes_of(PrecisionPolicy::fp32, "shared_unscale") == 0);
