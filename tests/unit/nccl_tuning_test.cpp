@@ -101,6 +101,58 @@ TEST_CASE("nccl tuning: the ring's protocol by size, LL then LL128 then Simple, 
   CHECK(nccl_choose(t, kAR, c, 1.01 * ll128_to_simple, false).algorithm == NcclTuning::ring);
 }
 
+// NCCL's Tree on the same communicator (ncclTopoTuneModel): bus min(80 x 0.9, maxTreeBw 80) = 72 GB/s,
+// algorithm bandwidth x 1/2; latency baseLat + 2 ((32/4 - 1) intraLat + log2(4) interLat):
+// Simple 0 + 2 (7 x 28 + 2 x 50) = 592 us; LL 4.4 + 2 (7 x 0.52 x 1.8 + 2 x 5.0) = 37.504 us at 72/3.8/2
+// GB/s; LL128 4.4 + 2 (7 x 1.2 + 2 x 8.5) = 55.2 us at min(72 x 0.915, 8 x 16.7 x 7/9)/2 = 32.94 GB/s.
+// Each x treeCorrectionFactor[protocol][log2(bytes / 64)] (ncclTopoGetAlgoTime).
+TEST_CASE("nccl tuning: tree latencies and bandwidths on 4 nodes x 8 GPUs, by hand") {
+  const NcclTuning t = shipped_tuning();
+  const NcclCommunicator c = four_by_eight();
+  const NcclCost simple = nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::simple, c, 4096);
+  CHECK(simple.latency_s == doctest::Approx(592e-6));
+  CHECK(simple.bandwidth_Bps == doctest::Approx(36e9));
+  // 4096 B: log2(64) = 6, Simple's correction 0.9
+  CHECK(simple.time_s == doctest::Approx(592e-6 + 4096 / (36e9 * 0.9)));
+  const NcclCost ll = nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll, c, 4096);
+  CHECK(ll.latency_s == doctest::Approx(37.504e-6));
+  CHECK(ll.bandwidth_Bps == doctest::Approx(72e9 / 3.8 / 2));
+  CHECK(ll.time_s == doctest::Approx(37.504e-6 + 4096 / (72e9 / 3.8 / 2 * 0.7)));  // LL's correction at 6: 0.7
+  const NcclCost ll128 = nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, c, 4096);
+  CHECK(ll128.latency_s == doctest::Approx(55.2e-6));
+  CHECK(ll128.bandwidth_Bps == doctest::Approx(72e9 * 0.915 / 2));
+}
+
+// Ring against Tree (both with their best protocol): Tree/LL below 131.7 kB (4.4 + 2 (...) us of
+// latency against the ring's 67 us), Tree/LL128 up to the crossover with Ring/LL128 in [2 MiB, 4 MiB)
+// (log2(bytes / 64) = 15, LL128's correction 0.6): 55.2 us + B / (32.94 GB/s x 0.6) = 140.4 us +
+// B / kLl128Bw, B = 3.510 MB; from 4 MiB the correction is 0.7 and Tree/LL128 wins again up to
+// 55.2 us + B / (32.94 x 0.7 GB/s) = 140.4 us + B / kLl128Bw, B = 4.999 MB; then Ring.
+TEST_CASE("nccl tuning: ring against tree on 4 nodes x 8 GPUs, the crossover sizes by hand") {
+  const NcclTuning t = shipped_tuning();
+  const NcclCommunicator c = four_by_eight();
+  const double tree_ll128_bw = 72e9 * 0.915 / 2;
+  const double first = (kLl128Lat - 55.2e-6) / (1 / (tree_ll128_bw * 0.6) - 1 / kLl128Bw);
+  const double last = (kLl128Lat - 55.2e-6) / (1 / (tree_ll128_bw * 0.7) - 1 / kLl128Bw);
+  CHECK(first == doctest::Approx(3.510e6).epsilon(1e-3));
+  CHECK(last == doctest::Approx(4.999e6).epsilon(1e-3));
+  const NcclCost small = nccl_choose(t, kAR, c, 4096, true);
+  CHECK(small.algorithm == NcclTuning::tree);
+  CHECK(small.protocol == NcclTuning::ll);
+  const NcclCost medium = nccl_choose(t, kAR, c, 1 << 20, true);
+  CHECK(medium.algorithm == NcclTuning::tree);
+  CHECK(medium.protocol == NcclTuning::ll128);
+  CHECK(nccl_choose(t, kAR, c, 0.99 * first, true).algorithm == NcclTuning::tree);
+  CHECK(nccl_choose(t, kAR, c, 1.01 * first, true).algorithm == NcclTuning::ring);
+  CHECK(nccl_choose(t, kAR, c, 4.2e6, true).algorithm == NcclTuning::tree);  // 4 MiB and up: correction 0.7
+  CHECK(nccl_choose(t, kAR, c, 0.99 * last, true).algorithm == NcclTuning::tree);
+  CHECK(nccl_choose(t, kAR, c, 1.01 * last, true).algorithm == NcclTuning::ring);
+  CHECK(nccl_choose(t, kAR, c, 1 << 24, true).protocol == NcclTuning::ll128);
+  // NCCL runs no tree for reduce-scatter and all-gather; nor does the tuner while the tree is not simulated
+  CHECK(nccl_choose(t, CollectiveKind::reduce_scatter, c, 4096, true).algorithm == NcclTuning::ring);
+  CHECK(nccl_choose(t, kAR, c, 4096, false).algorithm == NcclTuning::ring);
+}
+
 namespace {
 
 // 2 nodes x 8 GPUs, one NIC (10 GB/s) per GPU, NVLink 100 GB/s, no link latency; the library's tables.
