@@ -16,6 +16,7 @@
 #include "sim/engine.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "topologies/fat_tree.hpp"
+#include "topologies/faults.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/nccl_tuning.hpp"
 
@@ -232,4 +233,18 @@ TEST_CASE("nccl protocol sim: LL, folded the same") {
 TEST_CASE("nccl protocol sim: LL, analytic the same") {
   const double t = simulated_with(NcclTuning::ll, Fidelity::folded, true);
   CHECK(std::fabs(t - kLlExpected) <= 1e-9 * kLlExpected);
+}
+
+// A machine with faults runs on FaultyNetwork (topologies/faults.hpp), which must hand a collective's
+// own step latencies through (it once forwarded only the network's: LL paid Simple's 3.4 us a step).
+TEST_CASE("nccl protocol: the faulty network forwards a collective's library step latencies") {
+  const MachineSpec m = cluster_with_library();
+  const FatTreeNetwork ft(m, Precision::fp32);
+  const FaultyNetwork net(ft);
+  CollectiveWork c{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", 1e6};
+  c.within_node_step_latency_s = 0.47e-6;
+  c.between_nodes_step_latency_s = 2.7e-6;
+  CHECK(net.message_latency_s(0, 1, c) == doctest::Approx(0.47e-6));
+  CHECK(net.message_latency_s(0, 8, c) == doctest::Approx(2.7e-6));
+  CHECK(net.message_latency_s(0, 8) == doctest::Approx(9.6e-6));  // p2p: Ring/Simple
 }
