@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "app/embedded.hpp"
 #include "app/scenario.hpp"
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
@@ -23,6 +24,30 @@
 using namespace exasim;
 
 namespace {
+
+nlohmann::json scenario_on(const nlohmann::json& machine) {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "name": "gpt-small",
+    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
+    "training": {"seq_len": 128, "precision": "fp16"},
+    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}})");
+  j["machine"] = machine;
+  return j;
+}
+
+// The JSON path of the ScenarioError that parsing `scenario` raises ("" if none).
+std::string refused_at(const nlohmann::json& scenario) {
+  try {
+    (void)parse_scenario(scenario.dump(), "n.json");
+  } catch (const ScenarioError& e) {
+    return e.json_path();
+  }
+  return "";
+}
+
+nlohmann::json selene_inline() {
+  return nlohmann::json::parse(embedded_files().at("topologies/machines/selene-dgx-a100.json"));
+}
 
 NcclTuning shipped_tuning() {
   nlohmann::json j = nlohmann::json::parse(R"({
@@ -247,4 +272,29 @@ TEST_CASE("nccl protocol: the faulty network forwards a collective's library ste
   CHECK(net.message_latency_s(0, 1, c) == doctest::Approx(0.47e-6));
   CHECK(net.message_latency_s(0, 8, c) == doctest::Approx(2.7e-6));
   CHECK(net.message_latency_s(0, 8) == doctest::Approx(9.6e-6));  // p2p: Ring/Simple
+}
+
+TEST_CASE("nccl tuning: a machine's collective_library is refused beside the step latencies, or unknown") {
+  nlohmann::json m = selene_inline();
+  CHECK(refused_at(scenario_on(m)).empty());
+  m["network_step_latency_s"] = 9.6e-6;
+  CHECK(refused_at(scenario_on(m)) == "/machine/network_step_latency_s");
+  m = selene_inline();
+  m["collective_library"] = "nccl-9.9";
+  CHECK(refused_at(scenario_on(m)) == "/machine/collective_library");
+  m = selene_inline();
+  m.erase("collective_library");  // a machine without a library: no tuner, Simple's defaults
+  CHECK(parse_scenario(scenario_on(m).dump(), "n.json").machine.gpu.nccl.name.empty());
+}
+
+TEST_CASE("nccl tuning: an inline library with a bad table value is refused at its path") {
+  nlohmann::json lib = nlohmann::json::parse(embedded_files().at("topologies/libraries/nccl-2.7.5.json"));
+  lib["base_latency_s"]["ring"]["ll"] = -1;
+  nlohmann::json m = selene_inline();
+  m["collective_library"] = lib;
+  CHECK(refused_at(scenario_on(m)) == "/machine/collective_library/base_latency_s/ring/ll");
+  lib = nlohmann::json::parse(embedded_files().at("topologies/libraries/nccl-2.7.5.json"));
+  lib["tree_correction"]["ll"] = {1.0};
+  m["collective_library"] = lib;
+  CHECK(refused_at(scenario_on(m)) == "/machine/collective_library/tree_correction/ll");
 }
