@@ -508,6 +508,19 @@ void path_and_costs_report(const Prediction& p, json& r) {
   r["assumptions"] = ann;
 }
 
+// The collective library's choices (topologies/nccl_tuning.hpp): rank 0's collectives by group role
+// and protocol, each with how many ops chose it; empty without a library.
+json collective_protocols(const Prediction& p) {
+  std::map<std::string, std::map<std::string, int>> by_role;
+  const StepGraph& g = p.workload.programs.at(static_cast<size_t>(p.workload.program_index(0)));
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work))
+      if (*c->protocol) by_role[c->group_role][c->protocol]++;
+  json out = json::object();
+  for (const auto& [role, counts] : by_role) out[role] = counts;
+  return out;
+}
+
 void sim_report(const Prediction& p, json& r) {
   long represented = 0;
   for (auto& s : p.sim.ranks) represented += s.multiplicity;
@@ -522,6 +535,8 @@ void sim_report(const Prediction& p, json& r) {
               {"routes", p.sim.stats.routes},
               {"network_model", p.analytic ? "closed-form alpha-beta per collective and transfer, no contention"
                                            : "SimGrid CM02, TCP-gamma 0, cross-traffic off"}};
+  const json protocols = collective_protocols(p);
+  if (!protocols.empty()) r["sim"]["collective_protocols"] = protocols;
   if (p.folded_in_time())
     r["sim"]["time_folding"] = {{"micro_batches", p.micro_batches},
                                 {"simulated_micro_batches", p.window.simulated},

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <set>
@@ -606,6 +607,17 @@ class FamilyReader final : public MachineReader {
   }
   void check_checkpoint_write_Bps(const json& m, const std::string& path) const override {
     exasim::check_checkpoint_write_Bps(r_, m, path);
+  }
+  void read_named_file(const json& ref, const std::string& path, const std::string& dir, const std::string& what,
+                       const std::function<void(const MachineReader&, const json&, const std::string&)>& read)
+      const override {
+    if (ref.is_object()) return read(*this, ref, path);
+    const auto [label, doc] = embedded_json(r_, ref, path, dir, what);
+    const Reader nested = r_.nested(label, path);
+    read(FamilyReader(nested), doc, "");
+  }
+  double ranged_value(const json& v, const std::string& path, const PhysicalRange& range) const override {
+    return r_.ranged(v, path, range);
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <variant>
 
 #include "sim/collectives.hpp"
@@ -96,9 +97,10 @@ class Estimator {
       if (n > 1 && c->bytes > 0) {
         // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a
         // data-parallel ring over consecutive GPUs that leaves its node).
-        const CollectiveSchedule sch(c->kind, c->algorithm, n, c->bytes, gt.block_size);
-        end = ready + collective_time_s(sch, *c, gt, gi) + sch.messages_per_member() * net_.message_overhead_s() +
-              protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi).latency_s);
+        const CollectiveSchedule sch(c->kind, c->algorithm, n, wire_bytes(*c), gt.block_size);
+        end = ready + c->base_latency_s + collective_time_s(sch, *c, gt, gi) +
+              sch.messages_per_member() * net_.message_overhead_s() +
+              protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi, *c).latency_s);
       }
     } else {
       const auto& t = std::get<TransferWork>(op.work);
@@ -154,29 +156,39 @@ class Estimator {
     const auto& members = gt.members.at(group);
     const int n = static_cast<int>(members.size()), L = gt.block_size;
     if (c.algorithm != CollectiveAlgorithm::multi_ring || L < 2 || L >= n) {
-      const PathCost pc = slowest_ring_pair(gt, group);
+      const PathCost pc = slowest_ring_pair(gt, group, c);
       return sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
     }
-    const PathCost inside = path_cost(members[0], members[1]), across = path_cost(members[L - 1], members[L]);
-    const double channel_chunk = c.bytes / n / L;
+    const PathCost inside = collective_path_cost(members[0], members[1], c),
+                   across = collective_path_cost(members[L - 1], members[L], c);
+    const double channel_chunk = wire_bytes(c) / n / L;
     return sch.step_count() * std::max(inside.latency_s + (L - 1) * channel_chunk / inside.bandwidth_Bps,
                                        across.latency_s + channel_chunk / across.bandwidth_Bps);
   }
 
-  // The largest latency and the smallest bandwidth over the group's consecutive members.
-  PathCost slowest_ring_pair(const GroupTable& gt, int group) {
-    auto key = std::make_pair(&gt, group);
+  // The largest latency and the smallest bandwidth over the group's consecutive members (with the
+  // step latencies of collective c's library).
+  PathCost slowest_ring_pair(const GroupTable& gt, int group, const CollectiveWork& c) {
+    auto key = std::make_tuple(&gt, group, c.within_node_step_latency_s, c.between_nodes_step_latency_s);
     auto it = ring_costs_.find(key);
     if (it != ring_costs_.end()) return it->second;
     const auto& members = gt.members.at(group);
     const size_t n = members.size();
     PathCost worst{0, std::numeric_limits<double>::infinity()};
     for (size_t m = 0; m < n; ++m) {
-      const PathCost pc = path_cost(members[m], members[(m + 1) % n]);
+      const PathCost pc = collective_path_cost(members[m], members[(m + 1) % n], c);
       worst.latency_s = std::max(worst.latency_s, pc.latency_s);
       worst.bandwidth_Bps = std::min(worst.bandwidth_Bps, pc.bandwidth_Bps);
     }
     return ring_costs_[key] = worst;
+  }
+
+  // path_cost with collective c's library latency in place of the network's own.
+  PathCost collective_path_cost(int a, int b, const CollectiveWork& c) {
+    PathCost pc = path_cost(a, b);
+    const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
+    if (na != nb) pc.latency_s += net_.message_latency_s(na, nb, c) - net_.message_latency_s(na, nb);
+    return pc;
   }
 
   PathCost path_cost(int a, int b) {
@@ -204,7 +216,7 @@ class Estimator {
   std::vector<std::vector<OpTiming>> timing_;
   std::map<std::pair<int, long>, double> sent_;  // (program, tag) -> arrival
   std::map<std::pair<int, int>, PathCost> paths_;
-  std::map<std::pair<const GroupTable*, int>, PathCost> ring_costs_;
+  std::map<std::tuple<const GroupTable*, int, double, double>, PathCost> ring_costs_;
 };
 
 }  // namespace

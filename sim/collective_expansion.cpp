@@ -41,8 +41,8 @@ int Replay::folded_run_flow(int slot, const FoldedRun& run, int prev) {
 
 // Folded: the largest latency over the group's hops from each member to the member `offset`
 // after it (a ring's steps all go to the next member: offset 1), cached per group.
-double Replay::ring_hop_latency_s(const GroupTable& gt, int group, int offset) {
-  const auto key = std::make_tuple(&gt, group, offset);
+double Replay::ring_hop_latency_s(const GroupTable& gt, int group, int offset, const CollectiveWork& c) {
+  const auto key = std::make_tuple(&gt, group, offset, c.within_node_step_latency_s, c.between_nodes_step_latency_s);
   auto it = ring_hop_latency_s_.find(key);
   if (it != ring_hop_latency_s_.end()) return it->second;
   const auto& members = gt.members[group];
@@ -50,7 +50,7 @@ double Replay::ring_hop_latency_s(const GroupTable& gt, int group, int offset) {
   double worst_s = 0;
   for (size_t j = 0; j < n; ++j) {
     const int from = w_.node_of_rank[members[j]], to = w_.node_of_rank[members[(j + offset) % n]];
-    worst_s = std::max(worst_s, paths_.path_latency_s(from, to) + net_.message_latency_s(from, to));
+    worst_s = std::max(worst_s, paths_.path_latency_s(from, to) + net_.message_latency_s(from, to, c));
   }
   return ring_hop_latency_s_[key] = worst_s;
 }
@@ -105,7 +105,7 @@ void Replay::expand_collectives_exhaustive() {
     CollectiveInstance& in = instances_[i];
     const CollectiveWork& c = *in.work;
     in.schedule = static_cast<int>(schedules_.size());
-    schedules_.emplace_back(c.kind, c.algorithm, static_cast<int>(in.gt->members[in.group].size()), c.bytes,
+    schedules_.emplace_back(c.kind, c.algorithm, static_cast<int>(in.gt->members[in.group].size()), wire_bytes(c),
                             in.gt->block_size);
     in.first_side = static_cast<int>(sides_.size());
     for (size_t m = 0; m < in.by_member.size(); ++m) {
@@ -154,7 +154,8 @@ void Replay::expand_collectives_exhaustive() {
 
 // A folded step's concurrent sends by route: their bytes, and the largest library latency
 // (Network::message_latency_s) of the messages on each.
-void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const std::vector<int>& members,
+void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const CollectiveWork& c,
+                         const std::vector<int>& members,
                          std::map<std::vector<int>, double>& bytes_of_route,
                          std::map<std::vector<int>, double>& latency_of_route) {
   std::map<int, double> by_route_id;
@@ -164,7 +165,7 @@ void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const st
     const int id = paths_.route_id(s, src_node, dst_node);
     by_route_id[id] += snd.bytes;
     double& lat = latency_of_route[paths_.route(id)];
-    lat = std::max(lat, net_.message_latency_s(src_node, dst_node));
+    lat = std::max(lat, net_.message_latency_s(src_node, dst_node, c));
   }
   for (auto& [id, bytes] : by_route_id) bytes_of_route[paths_.route(id)] += bytes;  // in route order, as before
 }
@@ -176,7 +177,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int g = gt.group_of_rank.at(r);
   if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
   const auto& members = gt.members[g];
-  const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), c.bytes, gt.block_size);
+  const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), wire_bytes(c), gt.block_size);
   const int m = gt.index_in_group[r];
   const int src_node = w_.node_of_rank[r];
   int prev = ready;
@@ -194,6 +195,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
     run = FoldedRun{};
   };
   const int n = static_cast<int>(members.size());
+  double base_s = c.base_latency_s;  // the library's per-collective latency, before the first flow
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.step(m, k, st);
     if (st.sends.size() == 1) {
@@ -205,17 +207,18 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       run.route = route;
       run.bytes += snd.bytes;
       run.steps++;
-      run.posting_s += posting_s(snd.bytes);
+      run.posting_s += posting_s(snd.bytes) + base_s;
+      base_s = 0;
       run.handshakes += net_.rendezvous(snd.bytes) ? 1 : 0;
-      run.message_latency_s = net_.message_latency_s(src_node, dst_node);  // one route: one hop kind
+      run.message_latency_s = net_.message_latency_s(src_node, dst_node, c);  // one route: one hop kind
       if (c.algorithm == CollectiveAlgorithm::ring)
-        run.hop_latency_s = std::max(run.hop_latency_s, ring_hop_latency_s(gt, g, ((snd.peer - m) % n + n) % n));
+        run.hop_latency_s = std::max(run.hop_latency_s, ring_hop_latency_s(gt, g, ((snd.peer - m) % n + n) % n, c));
       continue;
     }
     flush();
     // a step with many concurrent sends: one flow per distinct route, all after `prev`
     std::map<std::vector<int>, double> by_route, latency_of_route;
-    step_routes(s, src_node, st, members, by_route, latency_of_route);
+    step_routes(s, src_node, st, c, members, by_route, latency_of_route);
     double step_posting_s = 0;  // every flow starts once all are posted
     bool step_rendezvous = false;  // the handshakes overlap: one round trip for the step's flows
     for (const auto& snd : st.sends) step_posting_s += posting_s(snd.bytes), step_rendezvous |= net_.rendezvous(snd.bytes);
@@ -226,12 +229,13 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       one.route = route;
       one.bytes = bytes;
       one.steps = 1;
-      one.posting_s = step_posting_s;
+      one.posting_s = step_posting_s + base_s;
       one.handshakes = step_rendezvous ? 1 : 0;
       one.message_latency_s = latency_of_route[route];
       edge(folded_run_flow(s, one, prev), join);
     }
     prev = join;
+    base_s = 0;
   }
   flush();
   const int done = new_task(Task::join);

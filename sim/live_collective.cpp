@@ -42,8 +42,8 @@ void Replay::release_step(int side) {
   sch.step(ls.member, k, st);
   const auto& members = in.gt->members[in.group];
   const int src_node = w_.node_of_rank[fold_.slot_rank[ls.slot]];
-  double posted_s = 0;  // the sender posts them one by one
-  for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);
+  double posted_s = k == 0 ? in.work->base_latency_s : 0;  // the library's per-collective latency, once
+  for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);  // the sender posts them one by one
   int sends = 0;
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
@@ -55,7 +55,7 @@ void Replay::release_step(int side) {
     f.task.src = eps.first;
     f.task.dst = eps.second;
     f.task.amount = snd.bytes;
-    f.task.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node);
+    f.task.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node, *in.work);
     f.from_side = side;
     f.to_side = in.first_side + snd.peer;
     f.step = k;

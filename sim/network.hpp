@@ -7,6 +7,9 @@
 
 namespace exasim {
 
+struct CollectiveWork;  // sim/step_graph.hpp
+
+
 struct LinkKind {
   std::string name;        // e.g. "nic_up", "supernode_uplink"
   double bandwidth_Bps = 0;
@@ -48,6 +51,11 @@ class Network {
   // sender posts at once (NCCL's channels, run by separate thread blocks) each pay it concurrently.
   // 0 unless a network says otherwise.
   virtual double message_latency_s(int /*src_node*/, int /*dst_node*/) const { return 0; }
+  // The same for one step of collective `c`, whose library may give its own step latencies
+  // (CollectiveWork::within_node_step_latency_s); the network's by default.
+  virtual double message_latency_s(int src_node, int dst_node, const CollectiveWork& /*c*/) const {
+    return message_latency_s(src_node, dst_node);
+  }
   // The sender's extra cost of one message of `message_bytes` under MPI's eager protocol: a message
   // up to the library's eager limit is copied by the sending process into a pre-registered buffer
   // (one byte at a time through the core that runs the process), serially per sender like the

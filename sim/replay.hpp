@@ -165,7 +165,7 @@ class Replay {
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
   int folded_run_flow(int slot, const FoldedRun& run, int prev);
-  double ring_hop_latency_s(const GroupTable& gt, int group, int offset);
+  double ring_hop_latency_s(const GroupTable& gt, int group, int offset, const CollectiveWork& c);
   const GroupTable& table(const std::string& role) const;
   const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
   // The member of r's group for the role at (r's index + offset) mod the group's size.
@@ -182,7 +182,7 @@ class Replay {
   void live_flow_done(int t);
   int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
-  void step_routes(int s, int src_node, const CollectiveStep& st, const std::vector<int>& members,
+  void step_routes(int s, int src_node, const CollectiveStep& st, const CollectiveWork& c, const std::vector<int>& members,
                    std::map<std::vector<int>, double>& bytes_of_route,
                    std::map<std::vector<int>, double>& latency_of_route);
   const std::vector<int>& classes_of_group(const GroupTable& gt, int group);
@@ -245,7 +245,7 @@ class Replay {
   std::vector<PendingSync> syncs_;
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
-  std::map<std::tuple<const GroupTable*, int, int>, double> ring_hop_latency_s_;  // folded, cached
+  std::map<std::tuple<const GroupTable*, int, int, double, double>, double> ring_hop_latency_s_;  // folded, cached
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;

@@ -45,7 +45,23 @@ struct CollectiveWork {
   // all_reduce / reduce_scatter: bytes of the full buffer on each rank;
   // all_gather: bytes of the gathered result; all_to_all: bytes each rank sends in total.
   double bytes = 0;
+  // The communication library's choice for this collective (on a gpu_cluster with a
+  // "collective_library": NCCL's tuner, topologies/nccl_tuning.hpp); the defaults model none.
+  // The protocol's bytes on the wire per byte of data (1 / its bandwidth factor): every flow of the
+  // collective carries bytes x this.
+  double wire_bytes_factor = 1;
+  // Paid once by each member before its first step (NCCL's baseLat of the algorithm and protocol).
+  double base_latency_s = 0;
+  // The library's latency of one step, within a node and between nodes (NCCL's hwLat of the
+  // algorithm and protocol); negative: the network's own (Network::message_latency_s).
+  double within_node_step_latency_s = -1;
+  double between_nodes_step_latency_s = -1;
+  // The name of the protocol chosen ("LL", "LL128", "Simple"; "" : none), for reports.
+  const char* protocol = "";
 };
+
+// The bytes a collective's flows carry in all (its data times the protocol's wire factor).
+inline double wire_bytes(const CollectiveWork& c) { return c.bytes * c.wire_bytes_factor; }
 
 // Point-to-point transfer between two ranks of one group (e.g. adjacent pipeline stages).
 // The peer is the member at index (own index + offset) modulo the group's size. A send is

@@ -1,4 +1,5 @@
 #include "topologies/fat_tree.hpp"
+#include "topologies/nccl_tuning.hpp"
 
 #include "topologies/machine_reader.hpp"
 
@@ -21,8 +22,13 @@ FatTreeNetwork::FatTreeNetwork(const MachineSpec& m, Precision peak_precision)
       leaf_groups_per_spine_group_(m.gpu.leaf_groups_per_spine_group),
       rail_optimized_(m.gpu.rail_optimized),
       gpu_speed_(0),
-      nvlink_step_latency_s_(m.gpu.nvlink_step_latency_s),
-      network_step_latency_s_(m.gpu.network_step_latency_s) {
+      // a library's Ring/Simple step latencies for what it sends outside its collectives (p2p)
+      nvlink_step_latency_s_(m.gpu.nccl.name.empty()
+                                 ? m.gpu.nvlink_step_latency_s
+                                 : m.gpu.nccl.hw_latency_s[NcclTuning::nvlink][NcclTuning::ring][NcclTuning::simple]),
+      network_step_latency_s_(m.gpu.nccl.name.empty()
+                                  ? m.gpu.network_step_latency_s
+                                  : m.gpu.nccl.hw_latency_s[NcclTuning::network][NcclTuning::ring][NcclTuning::simple]) {
   const GpuClusterSpec& g = m.gpu;
   if (nodes_ <= 0 || gpus_per_node_ <= 0 || gpus_per_nic_ <= 0 || nodes_per_leaf_group_ <= 0 ||
       leaf_groups_per_spine_group_ <= 0)
@@ -187,13 +193,30 @@ void read_host(const MachineReader& r, const nlohmann::json& m, const std::strin
   s.host_memory_Bps = r.required_ranged(m, path, "host_memory_Bps", kDeviceBandwidthRange);
 }
 
+// Optional "collective_library": a library file of topologies/libraries/ by name (or inline), whose
+// tables (topologies/nccl_tuning.hpp) give the step latencies, so the two keys that set them alone
+// are refused beside it.
+void read_collective_library(const MachineReader& r, const nlohmann::json& m, const std::string& path, GpuClusterSpec& g) {
+  if (!MachineReader::has(m, "collective_library")) return;
+  const std::string p = MachineReader::key_path(path, "collective_library");
+  for (const char* key : {"nvlink_step_latency_s", "network_step_latency_s"})
+    if (MachineReader::has(m, key))
+      r.fail(MachineReader::key_path(path, key),
+             "expected no step latency beside a collective_library (its tables give them)");
+  r.read_named_file(m.at("collective_library"), p, "topologies/libraries/", "collective library",
+                    [&](const MachineReader& lr, const nlohmann::json& doc, const std::string& dp) {
+                      read_nccl_tuning(lr, doc, dp, g.nccl);
+                    });
+}
+
 }  // namespace
 
 void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, const std::string& path, MachineSpec& s) {
   r.check_keys(m, path,
                {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
                 "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
-                "checkpoint_write_Bps", "nvlink_step_latency_s", "network_step_latency_s", "sources"});
+                "checkpoint_write_Bps", "nvlink_step_latency_s", "network_step_latency_s", "collective_library",
+                "sources"});
   r.check_checkpoint_write_Bps(m, path);
   GpuClusterSpec& g = s.gpu;
   g.nodes = r.required_int(m, path, "nodes");
@@ -214,6 +237,7 @@ void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, c
     g.nvlink_step_latency_s = r.required_ranged(m, path, "nvlink_step_latency_s", kMessageOverheadRange);
   if (MachineReader::has(m, "network_step_latency_s"))
     g.network_step_latency_s = r.required_ranged(m, path, "network_step_latency_s", kMessageOverheadRange);
+  read_collective_library(r, m, path, g);
   read_host(r, m, path, s);
 }
 

@@ -62,6 +62,13 @@ class FatTreeNetwork final : public Network {
   double message_latency_s(int src_node, int dst_node) const override {
     return machine_node_of(src_node) == machine_node_of(dst_node) ? nvlink_step_latency_s_ : network_step_latency_s_;
   }
+  // A collective's step: its library's latency by hop kind where the library model gave one
+  // (topologies/nccl_tuning.hpp), else the above.
+  double message_latency_s(int src_node, int dst_node, const CollectiveWork& c) const override {
+    const double lib = machine_node_of(src_node) == machine_node_of(dst_node) ? c.within_node_step_latency_s
+                                                                               : c.between_nodes_step_latency_s;
+    return lib >= 0 ? lib : message_latency_s(src_node, dst_node);
+  }
 
   int machine_node_of(int gpu) const { return gpu / gpus_per_node_; }
   int nic_of(int gpu) const { return machine_node_of(gpu) * nics_per_node_ + rail_of(gpu); }

@@ -147,6 +147,9 @@ class FaultyNetwork final : public Network {
   double message_latency_s(int src_node, int dst_node) const override {
     return base_.message_latency_s(src_node, dst_node);
   }
+  double message_latency_s(int src_node, int dst_node, const CollectiveWork& c) const override {
+    return base_.message_latency_s(src_node, dst_node, c);
+  }
   double eager_copy_s(double message_bytes) const override { return base_.eager_copy_s(message_bytes); }
   bool rendezvous(double message_bytes) const override { return base_.rendezvous(message_bytes); }
   double bandwidth_factor(int kind, int instance) const override;

@@ -1,6 +1,7 @@
 #include "topologies/machine_families.hpp"
 
 #include "topologies/fat_tree.hpp"
+#include "topologies/nccl_tuning.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/machine_reader.hpp"
 #include "topologies/torus.hpp"
@@ -43,6 +44,7 @@ nlohmann::json machine_report_json(const MachineSpec& m) {
     j["link_latency_s"] = m.link_latency_s;
     if (g.nvlink_step_latency_s > 0) j["nvlink_step_latency_s"] = g.nvlink_step_latency_s;
     if (g.network_step_latency_s > 0) j["network_step_latency_s"] = g.network_step_latency_s;
+    if (!g.nccl.name.empty()) j["collective_library"] = g.nccl.name;
     if (m.host_link_Bps > 0) {
       j["host_link_Bps"] = m.host_link_Bps;
       j["host_memory_Bps"] = m.host_memory_Bps;
@@ -70,7 +72,11 @@ void adopt_family_collectives(Workload& w, const Network& net, const MachineSpec
   // On a torus, collectives run as the pod's hardware runs them (2-D torus algorithm, all-to-alls at once).
   if (m.family == "torus") adopt_torus_collectives(w, dynamic_cast<const TorusNetwork&>(net));
   // On GPU nodes, a group with several members per node runs NCCL's channels, one per NIC.
-  if (m.family == "gpu_cluster") adopt_multi_ring_collectives(w, dynamic_cast<const FatTreeNetwork&>(net));
+  // ... and NCCL's tuner picks each collective's protocol where the machine names its library.
+  if (m.family == "gpu_cluster") {
+    adopt_multi_ring_collectives(w, dynamic_cast<const FatTreeNetwork&>(net));
+    adopt_nccl_tuning(w, dynamic_cast<const FatTreeNetwork&>(net), m);
+  }
 }
 
 }  // namespace exasim

@@ -4,6 +4,7 @@
 // family's reader (beside its network in topologies/) names only its keys and its MachineSpec
 // fields. The registry that app/ iterates is topologies/machine_families.hpp.
 #pragma once
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -37,6 +38,14 @@ class MachineReader {
                                  const PhysicalRange& range) const = 0;
   // The machine's "device" (a name in topologies/devices/ or an object) into s's device fields.
   virtual void read_device(const nlohmann::json& m, const std::string& path, MachineSpec& s) const = 0;
+  // A data file named by `ref` (a name of an embedded file under `dir`, e.g. "topologies/libraries/",
+  // or an inline object) at `path`, handed to `read` with a reader whose errors name that file.
+  virtual void read_named_file(const nlohmann::json& ref, const std::string& path, const std::string& dir,
+                               const std::string& what,
+                               const std::function<void(const MachineReader&, const nlohmann::json&,
+                                                        const std::string&)>& read) const = 0;
+  // A value (a number or an annotated number) at `path` itself, in `range` (e.g. an array's element).
+  virtual double ranged_value(const nlohmann::json& v, const std::string& path, const PhysicalRange& range) const = 0;
   // Checks "checkpoint_write_Bps" where the file gives it (every family accepts it).
   virtual void check_checkpoint_write_Bps(const nlohmann::json& m, const std::string& path) const = 0;
 

@@ -5,11 +5,39 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sim/cost_model.hpp"
 #include "sim/step_graph.hpp"
 
 namespace exasim {
+
+// NCCL's cost model (topologies/libraries/*.json, read by topologies/nccl_tuning.cpp): the tables of
+// its src/graph/tuning.cc that its tuner (ncclTopoTuneModel, ncclTopoGetAlgoTime) chooses the
+// algorithm and protocol of each collective with. Indexes: algorithm [tree, ring], protocol
+// [LL, LL128, Simple], hop [NVLink, network]; latencies in seconds, bandwidths in B/s.
+struct NcclTuning {
+  static constexpr int tree = 0, ring = 1;
+  static constexpr int ll = 0, ll128 = 1, simple = 2;
+  static constexpr int nvlink = 0, network = 1;
+  std::string name;                 // "" : no library model (the machine's step latencies alone)
+  double base_latency_s[2][3] = {};     // baseLat[algorithm][protocol]
+  double hw_latency_s[2][2][3] = {};    // hwLat[hop][algorithm][protocol]
+  double ll_intra_latency_factor = 1;   // intraLat x this for LL when the communicator spans nodes
+  double ring_ll_bandwidth_factor = 1;       // busBw x this (more than one node, or an all-reduce)
+  double ring_ll_gather_bandwidth_factor = 1;  // busBw x this (all-gather, reduce-scatter in one node)
+  double ring_ll128_bandwidth_factor = 1;    // busBw x this (ppn >= 2)
+  double ring_ll128_one_per_node_factor = 1; // busBw x this (ppn < 2)
+  double ll128_max_channel_Bps[3] = {};      // ll128MaxBwPerCh: all_reduce, reduce_scatter, all_gather
+  double tree_bandwidth_factor = 1;          // busBw x this for the tree
+  double tree_max_bus_Bps[2] = {};           // maxTreeBw: up to 2 nodes, more nodes
+  double tree_ll_bandwidth_factor = 1;
+  double tree_ll128_bandwidth_factor[2] = {1, 1};  // one node, more nodes
+  double tree_correction[3][22] = {};        // treeCorrectionFactor[protocol][log2(bytes / 64)]
+  double ring_plateau_latency_factor = 1;    // ring Simple all-reduce across nodes, large enough
+  double ring_plateau_bytes_per_rank = 0;    // ... from nRanks x this bytes on
+  std::vector<std::string> ll128_devices;    // device names on which LL128 is enabled by default
+};
 
 // GPU nodes (NVLink/NVSwitch inside, one NIC per rail) on a fat tree of leaf and spine groups
 // with a top (core) level above them. See topologies/fat_tree.hpp for the routes.
@@ -31,6 +59,8 @@ struct GpuClusterSpec {
   // between two GPUs of one node (NVLink/NVSwitch) and between nodes (the network). 0: not modelled.
   double nvlink_step_latency_s = 0;
   double network_step_latency_s = 0;
+  // The collective library's cost model ("collective_library"; replaces the two step latencies).
+  NcclTuning nccl;
 
   int nics_per_node() const { return gpus_per_node / gpus_per_nic; }
 };

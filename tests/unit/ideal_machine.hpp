@@ -10,6 +10,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
+#include "topologies/machine_spec.hpp"
 
 namespace exasim::test {
 
@@ -45,6 +46,34 @@ class FixedRateCostModel final : public CostModel {
  private:
   double rate_flops_per_s_;
 };
+
+// `nodes` nodes of `gpus` GPUs, one NIC per GPU (or `gpus_per_nic`) of nic_Bps, NVLink of nvlink_Bps,
+// rail-optimized leaf groups of 2 nodes, no latency anywhere: a flow's time is its bytes over its
+// bottleneck.
+inline MachineSpec ideal_gpu_cluster(int nodes, int gpus, int gpus_per_nic = 1, double nvlink_Bps = 100e9,
+                                     double nic_Bps = 10e9) {
+  MachineSpec m;
+  m.name = "ideal-cluster";
+  m.family = "gpu_cluster";
+  m.gpu.nodes = nodes;
+  m.gpu.gpus_per_node = gpus;
+  m.gpu.gpus_per_nic = gpus_per_nic;
+  m.gpu.nvlink_Bps = nvlink_Bps;
+  m.gpu.nvlink_latency_s = 0;
+  m.gpu.nic_Bps = nic_Bps;
+  m.gpu.nodes_per_leaf_group = 2;
+  m.gpu.leaf_groups_per_spine_group = 2;
+  m.gpu.rail_optimized = true;
+  m.gpu.leaf_taper = 1;
+  m.gpu.spine_taper = 1;
+  m.link_latency_s = 0;
+  m.peak_flops_per_s = {{Precision::fp32, 19.5e12}, {Precision::fp16, 312e12}};
+  m.gemm_efficiency = {{Precision::fp32, 0.9}, {Precision::fp16, 0.8}};
+  m.memory_bandwidth_Bps = 1.8e12;
+  m.optimizer_memory_bandwidth_Bps = 1.8e12;
+  m.memory_bytes = 80e9;
+  return m;
+}
 
 // The one-collective workload the collective tests share: n ranks (rank r on node r, all of class
 // 0), one group "all" holding every rank (its members in blocks of block_size), and one op `name`

@@ -27,30 +27,9 @@ namespace {
 constexpr double kNvlink = 100e9;
 constexpr double kNic = 10e9;
 
-// `nodes` nodes of `gpus` GPUs, one NIC per GPU (or `gpus_per_nic`), rail-optimized leaf
-// groups of 2 nodes, no latency anywhere: a flow's time is its bytes over its bottleneck.
+// `nodes` nodes of `gpus` GPUs (tests/unit/ideal_machine.hpp): no latency anywhere.
 MachineSpec cluster(int nodes, int gpus, int gpus_per_nic = 1) {
-  MachineSpec m;
-  m.name = "ideal-cluster";
-  m.family = "gpu_cluster";
-  m.gpu.nodes = nodes;
-  m.gpu.gpus_per_node = gpus;
-  m.gpu.gpus_per_nic = gpus_per_nic;
-  m.gpu.nvlink_Bps = kNvlink;
-  m.gpu.nvlink_latency_s = 0;
-  m.gpu.nic_Bps = kNic;
-  m.gpu.nodes_per_leaf_group = 2;
-  m.gpu.leaf_groups_per_spine_group = 2;
-  m.gpu.rail_optimized = true;
-  m.gpu.leaf_taper = 1;
-  m.gpu.spine_taper = 1;
-  m.link_latency_s = 0;
-  m.peak_flops_per_s = {{Precision::fp32, 19.5e12}, {Precision::fp16, 312e12}};
-  m.gemm_efficiency = {{Precision::fp32, 0.9}, {Precision::fp16, 0.8}};
-  m.memory_bandwidth_Bps = 1.8e12;
-  m.optimizer_memory_bandwidth_Bps = 1.8e12;
-  m.memory_bytes = 80e9;
-  return m;
+  return test::ideal_gpu_cluster(nodes, gpus, gpus_per_nic, kNvlink, kNic);
 }
 
 // One ring all-reduce over every GPU (rank r on GPU r), ranks in one class split at the node as
