@@ -114,6 +114,11 @@ struct SweepOptions {
   int jobs = 1;
   bool resume = false;
   bool analytic = false;
+  // The formula tier (models/plan_formula.hpp): every plan in closed form in this process, no
+  // graph; plans out of its scope get the analytic estimate. refine_top > 0: then the K best
+  // formula rows are estimated again on the graphs (analytic), keeping "formula_<rank_by>".
+  bool formula = false;
+  int refine_top = 0;
   int simulate_top = 0;  // > 0: analytic everywhere, then the K best simulated
   // > 0: analytic everywhere, then every plan whose estimate is within this many percent of the
   // best estimate simulated (with simulate_top too: the K best of those).
