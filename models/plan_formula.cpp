@@ -5,6 +5,7 @@
 #include <variant>
 #include <vector>
 
+#include "models/graph_builder.hpp"
 #include "models/memory_model.hpp"
 #include "models/pipeline_schedule.hpp"
 #include "models/plan_placement.hpp"
@@ -35,6 +36,8 @@ struct ProgramTimes {
   double forward_compute_s = 0, backward_compute_s = 0;
   double receive_gather_forward_s = 0, receive_gather_backward_s = 0;
   double message_bytes = 0;
+  std::vector<ComputeWork> update_works;  // the optimizer phase's kernels, in order
+  double update_compute_s = 0;
 };
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
@@ -63,6 +66,10 @@ ProgramTimes read_program(const StepGraph& g, const SimulatedRank& r) {
     if (op.label == "pp_all_gather") (op.phase == Phase::forward ? out.receive_gather_forward_s : out.receive_gather_backward_s) = d;
     if (op.is_compute() && op.phase == Phase::forward) out.forward_compute_s += d;
     if (op.is_compute() && op.phase == Phase::backward) out.backward_compute_s += d;
+    if (op.is_compute() && op.phase == Phase::optimizer) {
+      out.update_works.push_back(std::get<ComputeWork>(op.work));
+      out.update_compute_s += d;
+    }
   }
   out.forward_s = fwd_end - recv_fwd;
   out.backward_s = bwd_end - (recv_bwd >= 0 ? recv_bwd : fwd_end);
@@ -139,8 +146,11 @@ LayerShapeCosts shape_of(const Probe& one, const Probe& two) {
   c.head_forward_compute_s = a1.forward_compute_s - c.layer_forward_compute_s;
   c.head_backward_compute_s = a1.backward_compute_s - c.layer_backward_compute_s;
   const double dp = two.parameters[0] - one.parameters[0];
-  c.optimizer_s_per_parameter = (b0.tail_s - a0.tail_s) / dp;
-  c.optimizer_base_s = a0.tail_s - c.optimizer_s_per_parameter * one.parameters[0];
+  c.update_works = a0.update_works;
+  c.update_parameters = one.parameters[0];
+  const double rest_one = a0.tail_s - a0.update_compute_s, rest_two = b0.tail_s - b0.update_compute_s;
+  c.optimizer_s_per_parameter = (rest_two - rest_one) / dp;
+  c.optimizer_base_s = rest_one - c.optimizer_s_per_parameter * one.parameters[0];
   c.message_bytes = a0.message_bytes;
   const auto &f0 = one.flops[0], &f1 = one.flops[1], &g0 = two.flops[0];
   c.layer_flops = g0.item_executed - f0.item_executed;
@@ -193,15 +203,18 @@ struct ChunkItems {
   std::vector<double> forward_s, backward_s, forward_compute_s, backward_compute_s, flops, model_flops;
 };
 
-ChunkItems chunk_items(const LayerShapeCosts& c, int layers, const ParallelPlan& plan, double zero3_gather_s) {
+// zero3_gather_s: per stage (its data-parallel group's ring may cross more of the network).
+ChunkItems chunk_items(const LayerShapeCosts& c, int layers, const ParallelPlan& plan,
+                       const std::vector<double>& zero3_gather_s) {
   const int V = plan.pipeline * plan.virtual_stages;
   ChunkItems it;
   for (int vs = 0; vs < V; ++vs) {
     const double n = layers_on_chunk(layers, plan, vs);
     const bool first = vs == 0, last = vs == V - 1;
-    it.forward_s.push_back(n * (c.layer_forward_s + zero3_gather_s) + (first ? c.embedding_forward_s : 0) +
+    const double g3 = zero3_gather_s[vs % plan.pipeline];
+    it.forward_s.push_back(n * (c.layer_forward_s + g3) + (first ? c.embedding_forward_s : 0) +
                            (last ? c.head_forward_s : 0) + (first ? 0 : c.receive_forward_s));
-    it.backward_s.push_back(n * (c.layer_backward_s + zero3_gather_s) + (first ? c.embedding_backward_s : 0) +
+    it.backward_s.push_back(n * (c.layer_backward_s + g3) + (first ? c.embedding_backward_s : 0) +
                             (last ? c.head_backward_s : 0) + (last ? 0 : c.receive_backward_s));
     it.forward_compute_s.push_back(n * c.layer_forward_compute_s + (first ? c.embedding_forward_compute_s : 0) +
                                    (last ? c.head_forward_compute_s : 0));
@@ -270,8 +283,22 @@ struct StageTail {
   double reduce_s = 0, update_s = 0, gather_s = 0, update_flops = 0, update_model_flops = 0;
 };
 
+// The probe's update kernels on `shard` parameters: work and element count scaled.
+double update_kernels_s(const LayerShapeCosts& c, double shard, const CostModel& cost) {
+  const double k = shard / c.update_parameters;
+  const KernelShape probe_shape = elements(c.update_parameters);
+  double s = 0;
+  for (ComputeWork w : c.update_works) {
+    w.flops *= k;
+    w.bytes *= k;
+    if (w.shape == probe_shape) w.shape = elements(shard);
+    s += cost.compute_time_s(w);
+  }
+  return s;
+}
+
 StageTail stage_tail(const LayerShapeCosts& c, const TrainingSpec& t, const ParallelPlan& plan, double parameters,
-                     AlphaBetaCosts& costs, CollectiveAlgorithm dp_algorithm, int rank) {
+                     AlphaBetaCosts& costs, CollectiveAlgorithm dp_algorithm, int rank, const CostModel& cost) {
   StageTail tail;
   const int replicas = plan.gradient_replicas();
   const bool zero = plan.zero_stage >= 1 && replicas > 1;
@@ -285,7 +312,7 @@ StageTail stage_tail(const LayerShapeCosts& c, const TrainingSpec& t, const Para
     tail.reduce_s = costs.collective_s(w, rank);
   }
   const double shard = zero ? parameters / replicas : parameters;
-  tail.update_s = c.optimizer_base_s + c.optimizer_s_per_parameter * shard;
+  tail.update_s = update_kernels_s(c, shard, cost) + c.optimizer_base_s + c.optimizer_s_per_parameter * shard;
   tail.update_flops = c.optimizer_base_flops + c.optimizer_flops_per_parameter * shard;
   if (replicas > 1 && (plan.zero_stage == 1 || plan.zero_stage == 2)) {
     w.kind = CollectiveKind::all_gather;
@@ -351,7 +378,8 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
       pl.send_backward_s[s] = pl.costs->send_s(c.message_bytes, rank_of_stage(s), rank_of_stage((s + p - 1) % p));
     }
   }
-  const double g3 = zero3_gather_s(m, t, plan, *pl.costs, pl.dp_algorithm, rank_of_stage(0));
+  std::vector<double> g3;
+  for (int s = 0; s < p; ++s) g3.push_back(zero3_gather_s(m, t, plan, *pl.costs, pl.dp_algorithm, rank_of_stage(s)));
   const ChunkItems it = chunk_items(c, m.total_layers(), plan, g3);
   const PipelineEnds ends = run_schedule(plan, mb, it, pl.send_forward_s, pl.send_backward_s);
   FormulaEstimate out;
@@ -359,7 +387,7 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
   const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas();
   for (int s = 0; s < p; ++s) {
     tails.push_back(stage_tail(c, t, plan, stage_dense_parameters(m, t, plan, s), *pl.costs, pl.dp_algorithm,
-                               rank_of_stage(s)));
+                               rank_of_stage(s), cost_));
     const StageTail& tl = tails.back();
     const double end = std::max(ends.last_item_end_s[s], ends.last_send_end_s[s]) + tl.reduce_s + tl.update_s + tl.gather_s;
     if (end > out.step_time_s) out.step_time_s = end, out.slowest_stage = s;

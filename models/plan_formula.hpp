@@ -29,6 +29,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/parallel_plan.hpp"
 #include "models/transformer.hpp"
@@ -59,7 +60,12 @@ struct LayerShapeCosts {
   double head_forward_s = 0, head_backward_s = 0;              // the last chunk's extra
   double head_forward_compute_s = 0, head_backward_compute_s = 0;
   double receive_forward_s = 0, receive_backward_s = 0;        // the receive's all-gather (1-D)
-  double optimizer_base_s = 0, optimizer_s_per_parameter = 0;  // affine in the updated parameters
+  // The update's kernels as the probe ran them on `update_parameters` (each re-costed per plan on
+  // its stage's shard: their work and element count scale with it), and the rest of the tail (a
+  // 2.5-D depth all-reduce), affine in the updated parameters.
+  std::vector<ComputeWork> update_works;
+  double update_parameters = 0;
+  double optimizer_base_s = 0, optimizer_s_per_parameter = 0;
   double message_bytes = 0;                                    // one pipeline message
   double layer_flops = 0, embedding_flops = 0, head_flops = 0;  // executed, per micro-batch
   double layer_model_flops = 0, embedding_model_flops = 0, head_model_flops = 0;
