@@ -227,16 +227,21 @@ ChunkItems chunk_items(const LayerShapeCosts& c, int layers, const ParallelPlan&
   return it;
 }
 
-// Per stage: when its last item ended, when its last send arrived, and how long its items waited
-// for their input (forward, backward): a receive's wait, communication in the breakdown.
+// Per stage: when its last item ended, when its last send arrived, how long its items waited for
+// their input (forward, backward): a receive's wait, communication in the breakdown; and how much
+// of a backward item's receive (its wait and its all-gather) a forward send still in flight covers
+// (the graph's breakdown gives an instant of both to forward communication).
 struct PipelineEnds {
-  std::vector<double> last_item_end_s, last_send_end_s, wait_forward_s, wait_backward_s;
+  std::vector<double> last_item_end_s, last_send_end_s, wait_forward_s, wait_backward_s, send_over_receive_s;
 };
 
 // The schedule's items, each at max(its device free, its input's arrival) for its item's seconds;
 // a sent activation or gradient arrives the send's seconds after the sender's item ends.
+// receive_backward_s: per stage, a backward item's communication before its first kernel (the
+// receive's all-gather and, under ZeRO 3 without full recomputation, its first layer's gather).
 PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const ChunkItems& it,
-                          const std::vector<double>& send_forward_s, const std::vector<double>& send_backward_s) {
+                          const std::vector<double>& receive_backward_s, const std::vector<double>& send_forward_s,
+                          const std::vector<double>& send_backward_s) {
   const int p = plan.pipeline, v = plan.virtual_stages, V = p * v;
   std::vector<std::vector<PipelineItem>> order(p);
   for (int s = 0; s < p; ++s) order[s] = pipeline_order(plan.schedule, p, micro_batches, v, s);
@@ -245,7 +250,8 @@ PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const Chu
   std::vector<size_t> next(p, 0);
   std::vector<double> free_s(p, 0);
   PipelineEnds e{std::vector<double>(p, 0), std::vector<double>(p, 0), std::vector<double>(p, 0),
-                 std::vector<double>(p, 0)};
+                 std::vector<double>(p, 0), std::vector<double>(p, 0)};
+  std::vector<double> send_until(p, 0);  // the end of the stage's last forward send
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < p; ++s)
@@ -257,7 +263,11 @@ PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const Chu
         const double in = needs ? (x.forward ? fwd_in[cell] : bwd_in[cell]) : 0;
         if (in < 0) break;
         (x.forward ? e.wait_forward_s : e.wait_backward_s)[s] += std::max(0.0, in - free_s[s]);
-        const double end = std::max(free_s[s], in) + (x.forward ? it.forward_s[vs] : it.backward_s[vs]);
+        const double start = std::max(free_s[s], in);
+        if (!x.forward && needs)
+          e.send_over_receive_s[s] += std::max(0.0, std::min(send_until[s], start + receive_backward_s[s]) - free_s[s]);
+        const double end = start + (x.forward ? it.forward_s[vs] : it.backward_s[vs]);
+        send_until[s] = x.forward && vs < V - 1 ? end + send_forward_s[s] : 0;
         free_s[s] = end;
         if (x.forward && vs < V - 1) fwd_in[cell + 1] = end + send_forward_s[s];
         if (!x.forward && vs > 0) bwd_in[cell - 1] = end + send_backward_s[s];
@@ -343,8 +353,8 @@ double zero3_gather_s(const ModelSpec& m, const TrainingSpec& t, const ParallelP
 Breakdown stage_breakdown(const ParallelPlan& plan, int stage, int micro_batches, const ChunkItems& it,
                           const PipelineEnds& ends, const StageTail& tail, double step_s) {
   Breakdown b;
-  b.forward_communication_s = ends.wait_forward_s[stage];
-  b.backward_communication_s = ends.wait_backward_s[stage] +
+  b.forward_communication_s = ends.wait_forward_s[stage] + ends.send_over_receive_s[stage];
+  b.backward_communication_s = ends.wait_backward_s[stage] - ends.send_over_receive_s[stage] +
                                std::max(0.0, ends.last_send_end_s[stage] - ends.last_item_end_s[stage]);
   for (int c = 0; c < plan.virtual_stages; ++c) {
     const int vs = c * plan.pipeline + stage;
@@ -381,7 +391,9 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
   std::vector<double> g3;
   for (int s = 0; s < p; ++s) g3.push_back(zero3_gather_s(m, t, plan, *pl.costs, pl.dp_algorithm, rank_of_stage(s)));
   const ChunkItems it = chunk_items(c, m.total_layers(), plan, g3);
-  const PipelineEnds ends = run_schedule(plan, mb, it, pl.send_forward_s, pl.send_backward_s);
+  std::vector<double> receive_b;
+  for (int s = 0; s < p; ++s) receive_b.push_back(c.receive_backward_s + (plan.recompute == Recompute::full ? 0 : g3[s]));
+  const PipelineEnds ends = run_schedule(plan, mb, it, receive_b, pl.send_forward_s, pl.send_backward_s);
   FormulaEstimate out;
   std::vector<StageTail> tails;
   const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas();
