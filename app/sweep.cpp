@@ -849,21 +849,11 @@ void SweepRun::run_formula(const std::vector<size_t>& plans) {
 // not refined yet, estimated again on their step graphs.
 void SweepRun::refine(size_t top) {
   const std::string key = "formula_" + s_.rank_by;
-  std::vector<std::pair<double, size_t>> v;
-  for (const auto& [id, r] : rows_)
-    if (r.contains(key))
-      v.push_back({r[key].get<double>(), id});
-    else if (r["status"] == "ok" && r.value("mode", "") == "formula")
-      v.push_back({r[s_.rank_by].get<double>(), id});
-  const bool larger = larger_is_better(s_.rank_by);
-  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
-    return a.second < b.second;
-  });
+  const std::vector<size_t> best = ranked_by_estimate(s_, rows_, "formula");
   std::vector<size_t> todo;
   std::map<size_t, double> chosen_on;
-  for (size_t i = 0; i < v.size() && i < top; ++i)
-    if (!rows_.at(v[i].second).contains(key)) todo.push_back(v[i].second), chosen_on[v[i].second] = v[i].first;
+  for (size_t i = 0; i < best.size() && i < top; ++i)
+    if (!rows_.at(best[i]).contains(key)) todo.push_back(best[i]), chosen_on[best[i]] = rows_.at(best[i])[s_.rank_by].get<double>();
   tasks_total_ = tasks_done_ + todo.size();
   run_tasks(todo, true, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
 }
@@ -982,13 +972,17 @@ int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out) {
 }
 
 std::vector<size_t> ranked_ids(const SweepSpec& s, const std::map<size_t, ojson>& rows, bool by_analytic) {
+  return ranked_by_estimate(s, rows, by_analytic ? "analytic" : "");
+}
+
+std::vector<size_t> ranked_by_estimate(const SweepSpec& s, const std::map<size_t, ojson>& rows, const std::string& mode) {
   std::vector<std::pair<double, size_t>> v;
-  const std::string key = "analytic_" + s.rank_by;
+  const std::string key = mode + "_" + s.rank_by;
   for (const auto& [id, r] : rows) {
-    if (by_analytic) {
+    if (!mode.empty()) {
       if (r.contains(key))
         v.push_back({r[key].get<double>(), id});
-      else if (r["status"] == "ok" && r.value("mode", "") == "analytic")
+      else if (r["status"] == "ok" && r.value("mode", "") == mode)
         v.push_back({r[s.rank_by].get<double>(), id});
     } else if (r["status"] == "ok") {
       v.push_back({r[s.rank_by].get<double>(), id});

@@ -144,6 +144,9 @@ SweepSpec spec_from_meta(const ojson& meta, const std::string& file);
 // Plan ids of the ok rows, best first by s.rank_by (ties: the lower plan id first); by_analytic:
 // by the closed-form estimate (a simulated row keeps it as "analytic_<rank_by>").
 std::vector<size_t> ranked_ids(const SweepSpec& s, const std::map<size_t, ojson>& rows, bool by_analytic);
+// The same by the estimate of `mode` ("analytic", "formula"): a row that keeps it as
+// "<mode>_<rank_by>" by that value, an ok row of that mode by its own; "" : every ok row.
+std::vector<size_t> ranked_by_estimate(const SweepSpec& s, const std::map<size_t, ojson>& rows, const std::string& mode);
 // The counts, the most common reasons and the ten best rows, as `exasim sweep` prints them.
 void print_sweep_summary(const SweepSpec& s, const std::map<size_t, ojson>& rows, std::ostream& out);
 // Writes DIR/results.jsonl and DIR/results.csv (rows sorted by plan id), each whole and renamed into place.

@@ -14,13 +14,18 @@
 //    receive's all-gather, ZeRO 3's per-layer parameter all-gathers over "dp";
 //  * the pipeline schedule (models/pipeline_schedule.hpp: GPipe, 1F1B, interleaved) over those items,
 //    each item starting when its device is free and its input has arrived (the sender's item end
-//    plus the point-to-point send between the two stages' ranks): the bubble and the sends;
+//    plus the point-to-point send between the two stages' ranks): the bubble and the sends, as a
+//    recurrence over the p x m x v items (O(p m v), no graph) rather than Megatron's bubble fraction,
+//    which holds for equal stages and free messages only (with a send of c seconds the steady 1F1B
+//    period is F + B + c; the last stage's head makes stages unequal);
 //  * per stage after its last item and send: the gradient all-reduce (ZeRO 0) or reduce-scatter
 //    over "dp", the optimizer on the stage's (ZeRO-sharded) parameters, ZeRO 1/2's parameter
 //    all-gather; the step is the last stage to finish.
-// The breakdown is the slowest stage's: its items' compute and exposed communication by phase, the
-// gradient reduction as backward communication, the update and its gather as optimizer, the rest
-// idle. Out of scope (FormulaScopeError; the sweep estimates those plans on the graphs): MoE models,
+// The breakdown is the slowest stage's, counted as the graph's breakdown_of counts it: its items'
+// compute and exposed communication by phase, its receive waits as communication of the receiving
+// item's phase except where a forward send is still in flight (forward communication comes first),
+// the gradient reduction as backward communication, the update and its gather as optimizer, the
+// rest idle. Out of scope (FormulaScopeError; the sweep estimates those plans on the graphs): MoE models,
 // encoder-decoder models, context parallelism, grad_sync overlap, ZeRO 3 prefetch, fp8, supernode
 // (hierarchical) reductions.
 #pragma once
