@@ -10,7 +10,8 @@
 #    stage's data-parallel ring crossing a leaf group, moved steps by 1e-3);
 #  * every breakdown column within 1e-6 of the step, the rates and flops within 1e-6 relative;
 #  * a plan out of the formula's scope gets the analytic row itself; the best plan is the same;
-#  * --refine-top 3 re-estimates the 3 best on their graphs: those rows equal the analytic rows.
+#  * --refine-top 3 re-estimates the 3 best on their graphs: those rows equal the analytic rows;
+#  * bad flags and a resume in another mode: exit 2.
 # Prints max and median |difference| per sweep. Usage: sweep_formula.sh <exasim> <source dir>
 set -euo pipefail
 exe=$1; src=$2
@@ -29,6 +30,15 @@ for f in "$src"/scenarios/sweeps/*.json "$src"/tests/data/sweep-small-gpt-sunway
 done
 f="$src/tests/data/sweep-gpt-175b-a100-1024-batch-512.json"
 "$exe" sweep "$f" --formula --refine-top 3 --out "$tmp/refine" > /dev/null || fail "--refine-top exited $?"
+# Bad input, exit 2 each: --refine-top without --formula, 0, with --simulate-top; --formula with
+# --analytic; resuming a formula sweep's folder without --formula.
+small="$src/tests/data/sweep-small-gpt-sunway-16.json"
+expect2() { set +e; "$exe" sweep "$small" "$@" > /dev/null 2>&1; rc=$?; set -e; [ "$rc" -eq 2 ] || fail "sweep $* exited $rc, expected 2"; }
+expect2 --refine-top 3 --out "$tmp/bad1"
+expect2 --formula --refine-top 0 --out "$tmp/bad2"
+expect2 --formula --simulate-top 3 --out "$tmp/bad3"
+expect2 --formula --analytic --out "$tmp/bad4"
+expect2 --analytic --resume --out "$tmp/small-gpt-sunway-16-f"
 python3 - "$tmp" <<'PY' || fail "the formula tier and the analytic estimate disagree"
 import json, statistics, sys
 tmp = sys.argv[1]
