@@ -203,6 +203,9 @@ int sweep_command(const SweepArgs& a) {
   if (!a.shard.empty()) o.shard = parse_shard(a.shard);
   o.resume = a.resume;
   o.analytic = a.analytic;
+  o.formula = a.formula;
+  if (!a.refine_top.empty()) o.refine_top = positive("--refine-top", a.refine_top);
+  if (o.formula && o.two_stage()) throw ScenarioError("sweep", "", "--formula takes --refine-top, not --simulate-top or --simulate-within");
   o.isolate = a.isolate;
   o.profile_arg = a.profile;
   SlurmOptions so;

@@ -32,9 +32,9 @@ struct CalibrateArgs {
 
 struct SweepArgs {
   std::vector<std::string> inputs;  // the sweep file; with --merge, the shards' folders
-  std::string out_dir, profile, jobs, simulate_top, simulate_within, max_graph_ops, shard;
+  std::string out_dir, profile, jobs, simulate_top, simulate_within, max_graph_ops, shard, refine_top;
   std::string array_size, partition, time;  // --slurm's
-  bool resume = false, analytic = false, isolate = false, slurm = false, submit = false, merge = false;
+  bool resume = false, analytic = false, formula = false, isolate = false, slurm = false, submit = false, merge = false;
 };
 
 int run_command(const RunArgs& a);

@@ -89,6 +89,14 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
                   "estimates, then every plan within P % of the best estimate simulated")
       ->excludes(analytic)
       ->type_name("P");
+  CLI::Option* formula = sub->add_flag(
+      "--formula", a.formula,
+      "the formula tier: every plan in closed form without its step graphs (models/plan_formula.hpp; plans out of "
+      "its scope get the analytic estimate)");
+  formula->excludes(analytic);
+  sub->add_option("--refine-top", a.refine_top, "--formula: then the K best plans estimated again on their step graphs")
+      ->needs(formula)
+      ->type_name("K");
   sub->add_flag("--isolate", a.isolate, "closed-form estimates in a process per plan, as before (slower)");
   sub->add_option("--shard", a.shard, "run only the i-th of N disjoint shards of the plans")->type_name("i/N");
   CLI::Option* slurm = sub->add_flag("--slurm", a.slurm, "write a Slurm job-array script whose tasks run the shards");

@@ -786,4 +786,70 @@ std::string summary_text(const Prediction& p) {
   return s + time_text(p) + memory_and_costs_text(p);
 }
 
+struct FormulaTier::MachineCosts {
+  std::unique_ptr<Network> network;
+  std::unique_ptr<ProfileCostModel> cost;
+  std::unique_ptr<PlanFormula> formula;
+};
+
+FormulaTier::~FormulaTier() = default;
+
+namespace {
+// The plan's layer shape: its scenario without the keys the formula computes per plan.
+std::string formula_shape_key(const nlohmann::json& doc) {
+  nlohmann::json d = doc;
+  if (d.contains("plan") && d["plan"].is_object())
+    for (const char* k : {"pipeline_parallel", "virtual_stages", "schedule", "data_parallel", "devices", "global_batch",
+                          "zero_stage"})
+      d["plan"].erase(k);
+  return d.dump();
+}
+}  // namespace
+
+Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc) {
+  if (sc.faults || sc.resilience) throw FormulaScopeError("the formula tier does not cover faults or resilience");
+  if (sc.model.is_convnet() || sc.plan_kind != Scenario::PlanKind::general)
+    throw FormulaScopeError("the formula tier covers general plans of transformers only");
+  check_formula_scope(sc.model, sc.training, sc.parallel);
+  check_host_precisions(sc, *host_);
+  check_fits_before_building(sc);
+  const std::string machine_key = doc.contains("machine") ? doc["machine"].dump() : sc.machine.name;
+  std::shared_ptr<MachineCosts>& mc = machines_[machine_key];
+  if (!mc) {
+    mc = std::make_shared<MachineCosts>();
+    try {
+      mc->network = make_network(sc.machine, Precision::fp32);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(sc.file, "/machine", e.what());
+    }
+    mc->cost = std::make_unique<ProfileCostModel>(device_profile_of(sc.machine), host_);
+    const MachineSpec machine = sc.machine;
+    const Network* net = mc->network.get();
+    mc->formula = std::make_unique<PlanFormula>(
+        *mc->network, *mc->cost, [machine, net](Workload& w) { adopt_family_collectives(w, *net, machine); },
+        sc.machine.cores_per_device, WorkloadBuild{sc.machine.fuses_elementwise, false});
+  }
+  Prediction p;
+  p.scenario = sc;
+  p.formula = true;
+  FormulaEstimate e;
+  try {
+    e = mc->formula->estimate(formula_shape_key(doc), sc.model, sc.training, sc.parallel);
+  } catch (const FormulaScopeError&) {
+    throw;
+  } catch (const std::invalid_argument& ex) {
+    throw ScenarioError(sc.file, "/plan", ex.what());
+  }
+  p.ranks = sc.parallel.devices();
+  p.cost_model = mc->cost->describe();
+  p.breakdown = e.breakdown;
+  p.step_time_s = e.step_time_s;
+  p.executed_flops = e.executed_flops;
+  p.model_flops = e.model_flops;
+  p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;
+  p.model_pflops = p.model_flops / p.step_time_s / 1e15;
+  p.tokens_per_s = double(sc.parallel.global_batch) * sc.training.seq_len / p.step_time_s;
+  return p;
+}
+
 }  // namespace exasim

@@ -2,6 +2,8 @@
 // then the report's figures. Used by `run` and `validate`.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,6 +14,7 @@
 #include "models/convnet.hpp"
 #include "models/graph_size.hpp"
 #include "models/moda_placement.hpp"
+#include "models/plan_formula.hpp"
 #include "models/transformer.hpp"
 #include "sim/analysis.hpp"
 #include "sim/engine.hpp"
@@ -31,6 +34,7 @@ struct Prediction {
   std::optional<MoeRouting> moe;
   SimResult sim;
   bool analytic = false;  // sim came from the analytic estimate
+  bool formula = false;   // the formula tier's (models/plan_formula.hpp): no graph, no sim
   Breakdown breakdown;                  // by phase (BaGuaLu's five and idle)
   std::vector<KindShare> breakdown_kind;  // by kind of work (compute, each collective kind, idle)
   std::vector<CriticalItem> critical;
@@ -82,6 +86,25 @@ struct PredictOptions {
 // in a device's memory: never simulated; `exasim sweep` records it as "infeasible" with the
 // reason) or std::runtime_error (engine).
 Prediction predict(const Scenario& sc, const PredictOptions& o);
+
+// The formula tier of a sweep (models/plan_formula.hpp), one per sweep process: per machine its
+// network, cost model and PlanFormula with their memos (layer shapes, placements).
+class FormulaTier {
+ public:
+  explicit FormulaTier(std::shared_ptr<const HostEfficiency> host) : host_(std::move(host)) {}
+  ~FormulaTier();
+  // The plan's prediction in closed form: the memory check of predict (DoesNotFitError, and
+  // ScenarioError for a plan the builder refuses), then PlanFormula::estimate; no graph, no
+  // workload, no simulation. `doc`: the plan's scenario JSON (its keys name the shape and the
+  // machine). Throws FormulaScopeError for a plan out of the formula's scope (and for scenarios
+  // with faults or a resilience block).
+  Prediction predict(const Scenario& sc, const nlohmann::json& doc);
+
+ private:
+  struct MachineCosts;
+  std::shared_ptr<const HostEfficiency> host_;
+  std::map<std::string, std::shared_ptr<MachineCosts>> machines_;
+};
 
 nlohmann::json report_json(const Prediction& p);
 

@@ -45,6 +45,22 @@ ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const Pre
   }
 }
 
+ojson formula_row(const SweepSpec& s, size_t plan, const Scenario& sc, FormulaTier& tier, const PredictOptions& po) {
+  try {
+    return ok_row(s, plan, tier.predict(sc, plan_scenario(s, plan)));
+  } catch (const FormulaScopeError&) {
+    return predict_row(s, plan, sc, po);
+  } catch (const DoesNotFitError& e) {
+    std::string why = e.what();
+    if (why.rfind(sc.file + ": ", 0) == 0) why.erase(0, sc.file.size() + 2);
+    return failed_row(s, plan, "infeasible", why, "formula");
+  } catch (const ScenarioError& e) {
+    return failed_row(s, plan, "invalid", reason_of(e), "formula");
+  } catch (const std::exception& e) {
+    return failed_row(s, plan, "error", e.what(), "formula");
+  }
+}
+
 ojson predict_row(const SweepSpec& s, size_t plan, const PredictOptions& po) {
   Scenario sc;
   ojson row;

@@ -19,6 +19,9 @@ namespace exasim {
 ojson predict_row(const SweepSpec& s, size_t plan, const PredictOptions& po);
 // The same for a scenario already parsed.
 ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po);
+// The plan's row from the formula tier (mode "formula"); a plan out of the formula's scope gets
+// predict_row's (po: the analytic estimate's options).
+ojson formula_row(const SweepSpec& s, size_t plan, const Scenario& sc, FormulaTier& tier, const PredictOptions& po);
 
 // The scenario of a plan, or the "invalid" row that says why there is none (pruned: never run).
 bool plan_scenario_or_row(const SweepSpec& s, size_t plan, Scenario& sc, ojson& invalid_row);

@@ -408,7 +408,7 @@ ojson row_head(const SweepSpec& s, size_t plan) { return head(s, plan, ""); }
 
 ojson ok_row(const SweepSpec& s, size_t plan, const Prediction& p) {
   ojson r = head(s, plan, "ok");
-  r["mode"] = p.analytic ? "analytic" : "simulated";
+  r["mode"] = p.formula ? "formula" : p.analytic ? "analytic" : "simulated";
   headline_figures(p, r);
   const Breakdown& b = p.breakdown;
   r["forward_compute_s"] = b.forward_compute_s;
@@ -570,6 +570,8 @@ class SweepRun {
   void emit(ojson row);
   void progress();
   void run_tasks(const std::vector<size_t>& plans, bool analytic, const std::function<void(ojson&)>& decorate);
+  void run_formula(const std::vector<size_t>& plans);
+  void refine(size_t top);
   std::vector<size_t> ranked(bool by_analytic) const;
   void summary(std::ostream& out, size_t resumed);
   double analytic_value(const ojson& row) const;
@@ -592,6 +594,7 @@ std::string fnv1a_hex(const std::string& text) {
 }  // namespace
 
 std::string SweepOptions::mode_text() const {
+  if (formula) return refine_top > 0 ? "formula refine-top " + std::to_string(refine_top) : "formula";
   if (!two_stage()) return analytic ? "analytic" : "simulated";
   std::string m = simulate_top > 0 ? "simulate-top " + std::to_string(simulate_top) : "simulate";
   if (simulate_within_percent > 0) m += fmt::format(" within {}%", simulate_within_percent);
@@ -701,8 +704,10 @@ void SweepRun::prepare() {
                     ": the file was written by another sweep");
       const std::string mode = r.value("mode", "");
       const bool top_row = r.contains("analytic_" + s_.rank_by);
+      if (o_.formula && mode == "simulated") throw bad("formula rows (it was written without --formula)");
+      if (!o_.formula && mode == "formula") throw bad("rows without the formula tier (it was written with --formula)");
       if (o_.analytic && mode == "simulated") throw bad("analytic rows (it was written without --analytic)");
-      if (!o_.analytic && !o_.two_stage() && mode == "analytic")
+      if (!o_.analytic && !o_.formula && !o_.two_stage() && mode == "analytic")
         throw bad("simulated rows (it was written with --analytic or --simulate-top)");
       if (o_.two_stage() && mode == "simulated" && !top_row)
         throw bad("rows of a --simulate-top sweep (it was written without --simulate-top)");
@@ -827,6 +832,32 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
   }
 }
 
+// The formula tier: each plan in this process; a plan out of its scope is estimated on its graphs.
+void SweepRun::run_formula(const std::vector<size_t>& plans) {
+  PredictOptions po = o_.predict;
+  po.analytic = true;
+  FormulaTier tier(po.host);
+  for (size_t id : plans) {
+    Scenario sc;
+    ojson row;
+    if (plan_scenario_or_row(s_, id, sc, row)) row = formula_row(s_, id, sc, tier, po);
+    emit(std::move(row));
+  }
+}
+
+// The K best formula rows (by their formula value: a refined row keeps it as "formula_<rank_by>")
+// not refined yet, estimated again on their step graphs.
+void SweepRun::refine(size_t top) {
+  const std::string key = "formula_" + s_.rank_by;
+  const std::vector<size_t> best = ranked_by_estimate(s_, rows_, "formula");
+  std::vector<size_t> todo;
+  std::map<size_t, double> chosen_on;
+  for (size_t i = 0; i < best.size() && i < top; ++i)
+    if (!rows_.at(best[i]).contains(key)) todo.push_back(best[i]), chosen_on[best[i]] = rows_.at(best[i])[s_.rank_by].get<double>();
+  tasks_total_ = tasks_done_ + todo.size();
+  run_tasks(todo, true, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
+}
+
 double SweepRun::analytic_value(const ojson& r) const {
   const std::string key = "analytic_" + s_.rank_by;
   if (r.contains(key)) return r[key].get<double>();
@@ -891,7 +922,7 @@ void keep_freed_memory() {
 
 int SweepRun::run(std::ostream& out) {
   prepare();
-  if (o_.analytic || o_.two_stage()) keep_freed_memory();
+  if (o_.analytic || o_.two_stage() || o_.formula) keep_freed_memory();
   const size_t resumed = rows_.size();
   std::vector<size_t> todo;
   for (size_t id = o_.shard.index - 1; id < s_.plan_count(); id += o_.shard.count)
@@ -917,6 +948,11 @@ int SweepRun::run(std::ostream& out) {
     run_tasks(sim, false, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
     simulate_s_ = seconds_since(t1);
     simulated_ = sim.size();
+  } else if (o_.formula) {
+    run_formula(todo);
+    estimate_s_ = seconds_since(t0_);
+    estimated_ = todo.size();
+    if (o_.refine_top > 0) refine(static_cast<size_t>(o_.refine_top));
   } else {
     run_tasks(todo, o_.analytic, nullptr);
   }
@@ -936,13 +972,17 @@ int run_sweep(const SweepSpec& s, const SweepOptions& o, std::ostream& out) {
 }
 
 std::vector<size_t> ranked_ids(const SweepSpec& s, const std::map<size_t, ojson>& rows, bool by_analytic) {
+  return ranked_by_estimate(s, rows, by_analytic ? "analytic" : "");
+}
+
+std::vector<size_t> ranked_by_estimate(const SweepSpec& s, const std::map<size_t, ojson>& rows, const std::string& mode) {
   std::vector<std::pair<double, size_t>> v;
-  const std::string key = "analytic_" + s.rank_by;
+  const std::string key = mode + "_" + s.rank_by;
   for (const auto& [id, r] : rows) {
-    if (by_analytic) {
+    if (!mode.empty()) {
       if (r.contains(key))
         v.push_back({r[key].get<double>(), id});
-      else if (r["status"] == "ok" && r.value("mode", "") == "analytic")
+      else if (r["status"] == "ok" && r.value("mode", "") == mode)
         v.push_back({r[s.rank_by].get<double>(), id});
     } else if (r["status"] == "ok") {
       v.push_back({r[s.rank_by].get<double>(), id});

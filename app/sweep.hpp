@@ -114,6 +114,11 @@ struct SweepOptions {
   int jobs = 1;
   bool resume = false;
   bool analytic = false;
+  // The formula tier (models/plan_formula.hpp): every plan in closed form in this process, no
+  // graph; plans out of its scope get the analytic estimate. refine_top > 0: then the K best
+  // formula rows are estimated again on the graphs (analytic), keeping "formula_<rank_by>".
+  bool formula = false;
+  int refine_top = 0;
   int simulate_top = 0;  // > 0: analytic everywhere, then the K best simulated
   // > 0: analytic everywhere, then every plan whose estimate is within this many percent of the
   // best estimate simulated (with simulate_top too: the K best of those).
@@ -139,6 +144,9 @@ SweepSpec spec_from_meta(const ojson& meta, const std::string& file);
 // Plan ids of the ok rows, best first by s.rank_by (ties: the lower plan id first); by_analytic:
 // by the closed-form estimate (a simulated row keeps it as "analytic_<rank_by>").
 std::vector<size_t> ranked_ids(const SweepSpec& s, const std::map<size_t, ojson>& rows, bool by_analytic);
+// The same by the estimate of `mode` ("analytic", "formula"): a row that keeps it as
+// "<mode>_<rank_by>" by that value, an ok row of that mode by its own; "" : every ok row.
+std::vector<size_t> ranked_by_estimate(const SweepSpec& s, const std::map<size_t, ojson>& rows, const std::string& mode);
 // The counts, the most common reasons and the ten best rows, as `exasim sweep` prints them.
 void print_sweep_summary(const SweepSpec& s, const std::map<size_t, ojson>& rows, std::ostream& out);
 // Writes DIR/results.jsonl and DIR/results.csv (rows sorted by plan id), each whole and renamed into place.

@@ -101,6 +101,8 @@ std::string slurm_script(const std::string& sweep_arg, const SweepSpec& s, const
   cmd += " --out " + shell_quote(out) + "/shard-\"$SLURM_ARRAY_TASK_ID\" --resume";
   cmd += fmt::format(" --jobs {}", std::max(1, o.jobs));
   if (o.analytic) cmd += " --analytic";
+  if (o.formula) cmd += " --formula";
+  if (o.refine_top > 0) cmd += fmt::format(" --refine-top {}", o.refine_top);
   if (o.simulate_top > 0) cmd += fmt::format(" --simulate-top {}", o.simulate_top);
   if (o.simulate_within_percent > 0) cmd += fmt::format(" --simulate-within {}", o.simulate_within_percent);
   if (o.isolate) cmd += " --isolate";

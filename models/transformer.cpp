@@ -1126,8 +1126,26 @@ StageParameters stage_parameters(const ModelSpec& m, const ParallelPlan& plan, i
   return out;
 }
 
+// Dense parameters on a stage's device: its layers (their share under the tensor layout) and, on
+// the first and last virtual stages' device, the (tied) embedding's share.
+double stage_dense_parameters(const ModelSpec& m, const ParallelPlan& plan, const Dims& x, int stage) {
+  double dense = stage_parameters(m, plan, stage).dense * x.pf;
+  if (stage == 0 && x.V > 0) dense += x.V * x.d * x.pf + (embedding_parameters(m, x.s) - x.V * x.d);
+  if (stage == plan.pipeline - 1) dense += head_parameters(m) * x.pf;
+  // The last stage's output matrix: the tied embedding's copy (p > 1), or its own (untied).
+  if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
+  return dense;
+}
+
+Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan, const TensorLayout& layout);
 
 }  // namespace
+
+double stage_dense_parameters(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan, int stage) {
+  return stage_dense_parameters(m, plan, transformer_dims(m, t, plan, tensor_layout(plan)), stage);
+}
+
+double layer_parameter_fraction(const ParallelPlan& plan) { return tensor_layout(plan).parameter_fraction(); }
 
 void check_transformer_plan(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan) {
   // The plan rules the scenario parser applies, less the machine's (models/plan_rules.hpp).
@@ -1292,19 +1310,13 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     build_items(sb, out, prog, stage, pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage));
     const double item_flops = sb.executed_flops() - flops_before, item_model_flops = sb.model_flops() - model_flops_before;
     out.item_ops_end.push_back(sb.ops());
-    // Parameters on this device: its layers (1/t each) and, on the first and last virtual
-    // stages' device, the (tied) embedding's share.
     const StageParameters here = stage_parameters(m, plan, stage);
-    double dense = here.dense * x.pf;
-    const double experts = here.experts / plan.expert;
-    if (stage == 0 && x.V > 0) dense += x.V * x.d * x.pf + (embedding_parameters(m, x.s) - x.V * x.d);
-    if (stage == plan.pipeline - 1) dense += head_parameters(m) * x.pf;
-    // The last stage's output matrix: the tied embedding's copy (p > 1), or its own (untied).
-    if (stage == plan.pipeline - 1 && x.V > 0 && (plan.pipeline > 1 || !m.tied_embeddings)) dense += x.V * x.d * x.pf;
-    sb.optimizer(dense, experts);
+    sb.optimizer(stage_dense_parameters(m, plan, x, stage), here.experts / plan.expert);
     const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas() * devices_with_rows[ri] / plan.expert;
     out.executed_flops += (sb.executed_flops() + item_flops * unbuilt_per_built) * ranks_per_stage;
     out.model_flops += (sb.model_flops() + item_model_flops * unbuilt_per_built) * ranks_per_stage;
+    out.program_flops.push_back({item_flops, item_model_flops, sb.executed_flops() - item_flops,
+                                 sb.model_flops() - item_model_flops});
   }
   out.tokens_per_step = double(plan.global_batch) * t.seq_len;
   out.memory = transformer_plan_memory(m, t, plan, out.moe);

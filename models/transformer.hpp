@@ -64,6 +64,11 @@ struct TransformerWorkload {
   };
   std::vector<MeasuredItems> measured;
   std::vector<long> item_ops_end;  // per program: its micro-batches' ops are [0, item_ops_end)
+  // Per program, one rank's flops: its built micro-batches' items and the rest (the optimizer).
+  struct ProgramFlops {
+    double item_executed = 0, item_model = 0, other_executed = 0, other_model = 0;
+  };
+  std::vector<ProgramFlops> program_flops;
 };
 
 // Throws std::invalid_argument for a plan the model cannot take (layers not divisible by the
@@ -92,6 +97,13 @@ void check_transformer_plan(const ModelSpec& model, const TrainingSpec& training
 // (models/moe_routing.hpp; unused for a dense model).
 DeviceMemory transformer_plan_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                                      const MoeRouting& moe);
+
+// The dense parameters (outside the experts) a device of pipeline stage `stage` holds and updates:
+// its layers' share under the tensor layout, the embedding's on the first stage, the head's (and
+// the tied embedding's copy) on the last. Throws std::invalid_argument as tensor_layout does.
+double stage_dense_parameters(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan, int stage);
+// The share of a layer's parameters one device holds under the plan's tensor layout (1/t for 1-D).
+double layer_parameter_fraction(const ParallelPlan& plan);
 
 // The same builder for a plan that a placement of its own produced and checked (BaGuaLu's MoDa
 // layouts: models/moda_placement.hpp, checked by moda_plan_problem), so that the general plans'

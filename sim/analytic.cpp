@@ -12,16 +12,116 @@
 
 namespace exasim {
 
-namespace {
+const GroupTable& AlphaBetaCosts::table(const std::string& role) const {
+  auto it = w_.groups.find(role);
+  if (it == w_.groups.end()) throw std::runtime_error("workload has no group role '" + role + "'");
+  return it->second;
+}
 
-struct PathCost {
-  double latency_s = 0;
-  double bandwidth_Bps = std::numeric_limits<double>::infinity();
-};
+double AlphaBetaCosts::collective_end_s(double ready_s, const CollectiveWork& c, int r) {
+  const GroupTable& gt = table(c.group_role);
+  const int gi = gt.group_of_rank.at(r);
+  const int n = static_cast<int>(gt.members.at(gi).size());
+  if (n <= 1 || c.bytes <= 0) return ready_s;
+  // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a data-parallel
+  // ring over consecutive GPUs that leaves its node).
+  const CollectiveSchedule sch(c.kind, c.algorithm, n, wire_bytes(c), gt.block_size);
+  return ready_s + c.base_latency_s + collective_time_s(sch, c, gt, gi) +
+         sch.messages_per_member() * net_.message_overhead_s() +
+         protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi, c).latency_s);
+}
+
+double AlphaBetaCosts::send_end_s(double ready_s, double bytes, int from, int to) {
+  const PathCost pc = from == to ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(from, to);
+  return ready_s + net_.message_overhead_s() + net_.eager_copy_s(bytes) + (net_.rendezvous(bytes) ? 3 : 1) * pc.latency_s +
+         bytes / pc.bandwidth_Bps;
+}
+
+// A collective's time without per-message overheads. The multi-ring's step sends two flows at
+// once: L-1 channels' chunks to the next member of the block, one across to the next block; the
+// slower sets the step. Every other algorithm: its alpha-beta time over the slowest ring pair.
+double AlphaBetaCosts::collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt,
+                                         int group) {
+  const auto& members = gt.members.at(group);
+  const int n = static_cast<int>(members.size()), L = gt.block_size;
+  if (c.algorithm != CollectiveAlgorithm::multi_ring || L < 2 || L >= n) {
+    const PathCost pc = slowest_ring_pair(gt, group, c);
+    return sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
+  }
+  const PathCost inside = collective_path_cost(members[0], members[1], c),
+                 across = collective_path_cost(members[L - 1], members[L], c);
+  const double channel_chunk = wire_bytes(c) / n / L;
+  return sch.step_count() * std::max(inside.latency_s + (L - 1) * channel_chunk / inside.bandwidth_Bps,
+                                     across.latency_s + channel_chunk / across.bandwidth_Bps);
+}
+
+// Member m's cost of MPI's protocols over the whole collective: the eager copy of each message it
+// sends (Network::eager_copy_s) and, per step that sends by rendezvous, one round trip of
+// `latency_s` (the step's messages are posted together, so their handshakes overlap).
+double AlphaBetaCosts::protocol_s(const CollectiveSchedule& sch, int m, double latency_s) const {
+  if (net_.eager_copy_s(1.0) == 0 && !net_.rendezvous(1e300)) return 0;  // neither protocol modelled
+  double total_s = 0;
+  CollectiveStep st;
+  for (int k = 0; k < sch.step_count(); ++k) {
+    sch.step(m, k, st);
+    bool rendezvous = false;
+    for (const auto& snd : st.sends) {
+      total_s += net_.eager_copy_s(snd.bytes);
+      rendezvous = rendezvous || net_.rendezvous(snd.bytes);
+    }
+    if (rendezvous) total_s += 2 * latency_s;
+  }
+  return total_s;
+}
+
+// The largest latency and the smallest bandwidth over the group's consecutive members (with the
+// step latencies of collective c's library).
+AlphaBetaCosts::PathCost AlphaBetaCosts::slowest_ring_pair(const GroupTable& gt, int group, const CollectiveWork& c) {
+  auto key = std::make_tuple(&gt, group, c.within_node_step_latency_s, c.between_nodes_step_latency_s);
+  auto it = ring_costs_.find(key);
+  if (it != ring_costs_.end()) return it->second;
+  const auto& members = gt.members.at(group);
+  const size_t n = members.size();
+  PathCost worst{0, std::numeric_limits<double>::infinity()};
+  for (size_t m = 0; m < n; ++m) {
+    const PathCost pc = collective_path_cost(members[m], members[(m + 1) % n], c);
+    worst.latency_s = std::max(worst.latency_s, pc.latency_s);
+    worst.bandwidth_Bps = std::min(worst.bandwidth_Bps, pc.bandwidth_Bps);
+  }
+  return ring_costs_[key] = worst;
+}
+
+// path_cost with collective c's library latency in place of the network's own.
+AlphaBetaCosts::PathCost AlphaBetaCosts::collective_path_cost(int a, int b, const CollectiveWork& c) {
+  PathCost pc = path_cost(a, b);
+  const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
+  if (na != nb) pc.latency_s += net_.message_latency_s(na, nb, c) - net_.message_latency_s(na, nb);
+  return pc;
+}
+
+AlphaBetaCosts::PathCost AlphaBetaCosts::path_cost(int a, int b) {
+  const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
+  if (na == nb) return PathCost{0, std::numeric_limits<double>::infinity()};
+  auto key = std::make_pair(na, nb);
+  auto it = paths_.find(key);
+  if (it != paths_.end()) return it->second;
+  std::vector<LinkRef> links;
+  net_.path(na, nb, links);
+  PathCost pc{0, std::numeric_limits<double>::infinity()};
+  for (const LinkRef& l : links) {
+    const LinkKind& k = net_.link_kinds().at(l.kind);
+    pc.latency_s += k.latency_s;
+    pc.bandwidth_Bps = std::min(pc.bandwidth_Bps, k.bandwidth_Bps);
+  }
+  pc.latency_s += net_.message_latency_s(na, nb);  // the library's per-message latency (0 for most networks)
+  return paths_[key] = pc;
+}
+
+namespace {
 
 class Estimator {
  public:
-  Estimator(const Workload& w, const Network& net, const CostModel& cost) : w_(w), net_(net), cost_(cost) {}
+  Estimator(const Workload& w, const Network& net, const CostModel& cost) : w_(w), cost_(cost), costs_(w, net) {}
 
   SimResult run() {
     const size_t P = w_.programs.size();
@@ -90,28 +190,15 @@ class Estimator {
     if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
       end = ready + cost_.compute_time_s(*c);
     } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
-      const GroupTable& gt = table(c->group_role);
-      const int gi = gt.group_of_rank.at(r);
-      const auto& members = gt.members.at(gi);
-      const int n = static_cast<int>(members.size());
-      if (n > 1 && c->bytes > 0) {
-        // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a
-        // data-parallel ring over consecutive GPUs that leaves its node).
-        const CollectiveSchedule sch(c->kind, c->algorithm, n, wire_bytes(*c), gt.block_size);
-        end = ready + c->base_latency_s + collective_time_s(sch, *c, gt, gi) +
-              sch.messages_per_member() * net_.message_overhead_s() +
-              protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi, *c).latency_s);
-      }
+      end = costs_.collective_end_s(ready, *c, r);
     } else {
       const auto& t = std::get<TransferWork>(op.work);
-      const GroupTable& gt = table(t.group_role);
+      const GroupTable& gt = costs_.table(t.group_role);
       const auto& members = gt.members.at(gt.group_of_rank.at(r));
       const int n = static_cast<int>(members.size()), m = gt.index_in_group[r];
       if (t.direction == TransferWork::Direction::send) {
         const int peer = members[((m + t.offset) % n + n) % n];
-        const PathCost pc = peer == r ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(r, peer);
-        end = ready + net_.message_overhead_s() + net_.eager_copy_s(t.bytes) + (net_.rendezvous(t.bytes) ? 3 : 1) * pc.latency_s +
-              t.bytes / pc.bandwidth_Bps;
+        end = costs_.send_end_s(ready, t.bytes, r, peer);
         sent_[{p, t.tag}] = end;
       } else {
         const int sender = members[((m - t.offset) % n + n) % n];
@@ -124,99 +211,12 @@ class Estimator {
     return true;
   }
 
-  const GroupTable& table(const std::string& role) const {
-    auto it = w_.groups.find(role);
-    if (it == w_.groups.end()) throw std::runtime_error("workload has no group role '" + role + "'");
-    return it->second;
-  }
-
-  // A collective's time without per-message overheads. The multi-ring's step sends two flows at
-  // once: L-1 channels' chunks to the next member of the block, one across to the next block; the
-  // slower sets the step. Every other algorithm: its alpha-beta time over the slowest ring pair.
-  // Member m's cost of MPI's protocols over the whole collective: the eager copy of each message it
-  // sends (Network::eager_copy_s) and, per step that sends by rendezvous, one round trip of
-  // `latency_s` (the step's messages are posted together, so their handshakes overlap).
-  double protocol_s(const CollectiveSchedule& sch, int m, double latency_s) const {
-    if (net_.eager_copy_s(1.0) == 0 && !net_.rendezvous(1e300)) return 0;  // neither protocol modelled
-    double total_s = 0;
-    CollectiveStep st;
-    for (int k = 0; k < sch.step_count(); ++k) {
-      sch.step(m, k, st);
-      bool rendezvous = false;
-      for (const auto& snd : st.sends) {
-        total_s += net_.eager_copy_s(snd.bytes);
-        rendezvous = rendezvous || net_.rendezvous(snd.bytes);
-      }
-      if (rendezvous) total_s += 2 * latency_s;
-    }
-    return total_s;
-  }
-
-  double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group) {
-    const auto& members = gt.members.at(group);
-    const int n = static_cast<int>(members.size()), L = gt.block_size;
-    if (c.algorithm != CollectiveAlgorithm::multi_ring || L < 2 || L >= n) {
-      const PathCost pc = slowest_ring_pair(gt, group, c);
-      return sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
-    }
-    const PathCost inside = collective_path_cost(members[0], members[1], c),
-                   across = collective_path_cost(members[L - 1], members[L], c);
-    const double channel_chunk = wire_bytes(c) / n / L;
-    return sch.step_count() * std::max(inside.latency_s + (L - 1) * channel_chunk / inside.bandwidth_Bps,
-                                       across.latency_s + channel_chunk / across.bandwidth_Bps);
-  }
-
-  // The largest latency and the smallest bandwidth over the group's consecutive members (with the
-  // step latencies of collective c's library).
-  PathCost slowest_ring_pair(const GroupTable& gt, int group, const CollectiveWork& c) {
-    auto key = std::make_tuple(&gt, group, c.within_node_step_latency_s, c.between_nodes_step_latency_s);
-    auto it = ring_costs_.find(key);
-    if (it != ring_costs_.end()) return it->second;
-    const auto& members = gt.members.at(group);
-    const size_t n = members.size();
-    PathCost worst{0, std::numeric_limits<double>::infinity()};
-    for (size_t m = 0; m < n; ++m) {
-      const PathCost pc = collective_path_cost(members[m], members[(m + 1) % n], c);
-      worst.latency_s = std::max(worst.latency_s, pc.latency_s);
-      worst.bandwidth_Bps = std::min(worst.bandwidth_Bps, pc.bandwidth_Bps);
-    }
-    return ring_costs_[key] = worst;
-  }
-
-  // path_cost with collective c's library latency in place of the network's own.
-  PathCost collective_path_cost(int a, int b, const CollectiveWork& c) {
-    PathCost pc = path_cost(a, b);
-    const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
-    if (na != nb) pc.latency_s += net_.message_latency_s(na, nb, c) - net_.message_latency_s(na, nb);
-    return pc;
-  }
-
-  PathCost path_cost(int a, int b) {
-    const int na = w_.node_of_rank[a], nb = w_.node_of_rank[b];
-    if (na == nb) return PathCost{0, std::numeric_limits<double>::infinity()};
-    auto key = std::make_pair(na, nb);
-    auto it = paths_.find(key);
-    if (it != paths_.end()) return it->second;
-    std::vector<LinkRef> links;
-    net_.path(na, nb, links);
-    PathCost pc;
-    for (const LinkRef& l : links) {
-      const LinkKind& k = net_.link_kinds().at(l.kind);
-      pc.latency_s += k.latency_s;
-      pc.bandwidth_Bps = std::min(pc.bandwidth_Bps, k.bandwidth_Bps);
-    }
-    pc.latency_s += net_.message_latency_s(na, nb);  // the library's per-message latency (0 for most networks)
-    return paths_[key] = pc;
-  }
-
   const Workload& w_;
-  const Network& net_;
   const CostModel& cost_;
+  AlphaBetaCosts costs_;
   std::vector<int> rep_;
   std::vector<std::vector<OpTiming>> timing_;
   std::map<std::pair<int, long>, double> sent_;  // (program, tag) -> arrival
-  std::map<std::pair<int, int>, PathCost> paths_;
-  std::map<std::tuple<const GroupTable*, int, double, double>, PathCost> ring_costs_;
 };
 
 }  // namespace

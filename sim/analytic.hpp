@@ -11,12 +11,52 @@
 // No two flows contend for a link and shared links are not divided among the ranks that use
 // them: the estimate is a lower bound of the simulated step on congested networks.
 #pragma once
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
 
 namespace exasim {
+
+// The costs the estimate charges, for one workload's placement and groups on a network: a
+// collective's alpha-beta time for a member rank (its algorithm's steps over the slowest ring pair
+// of its group, the per-message overheads and MPI's protocol costs) and a send's time. Used by
+// estimate_step for every op, and by the plan's closed-form cost (models/plan_formula.hpp) without
+// a graph. Path and ring costs are remembered per object.
+class AlphaBetaCosts {
+ public:
+  AlphaBetaCosts(const Workload& w, const Network& net) : w_(w), net_(net) {}
+  // When collective `c` started at `ready_s` ends for rank `rank` of its group (at once for a
+  // group of one or no bytes); collective_s: its seconds.
+  double collective_end_s(double ready_s, const CollectiveWork& c, int rank);
+  double collective_s(const CollectiveWork& c, int rank) { return collective_end_s(0, c, rank); }
+  // When a send of `bytes` from rank `from` to rank `to` started at `ready_s` arrives (no latency
+  // to itself); send_s: its seconds.
+  double send_end_s(double ready_s, double bytes, int from, int to);
+  double send_s(double bytes, int from, int to) { return send_end_s(0, bytes, from, to); }
+  const GroupTable& table(const std::string& role) const;
+
+ private:
+  struct PathCost {
+    double latency_s = 0;
+    double bandwidth_Bps = 0;
+  };
+  double protocol_s(const CollectiveSchedule& sch, int m, double latency_s) const;
+  double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group);
+  PathCost slowest_ring_pair(const GroupTable& gt, int group, const CollectiveWork& c);
+  PathCost collective_path_cost(int a, int b, const CollectiveWork& c);
+  PathCost path_cost(int a, int b);
+  const Workload& w_;
+  const Network& net_;
+  std::map<std::pair<int, int>, PathCost> paths_;
+  std::map<std::tuple<const GroupTable*, int, double, double>, PathCost> ring_costs_;
+};
 
 // Returns a SimResult with one SimulatedRank per program (multiplicity: the ranks running
 // it) and no SimGrid statistics. Throws std::runtime_error when a receive has no send.
