@@ -18,6 +18,7 @@
 #include "sim/chunked_vector.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/detached_comms.hpp"
 #include "sim/engine.hpp"
 #include "sim/folding.hpp"
 #include "sim/network.hpp"
@@ -252,6 +253,7 @@ class Replay {
   double unit_speed_ = 1;
   std::unordered_map<const simgrid::s4u::Activity*, simgrid::s4u::ActivityPtr> live_;
   std::vector<simgrid::s4u::ActivityPtr> finished_;
+  DetachedComms detached_;  // keeps SimGrid's list of detached comms empty (detached_comms.hpp)
   std::vector<int> ready_queue_;
   bool drain_pending_ = false;
   SimStats stats_;

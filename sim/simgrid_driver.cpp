@@ -9,8 +9,11 @@
 // therefore do not become SimGrid activities: a flow's extra latency, and a compute task
 // when a rank's compute tasks never overlap (then nothing shares its compute units and
 // the task lasts exactly its cost), are kernel timers, which live in a heap. The comms
-// remain; their list's nodes are kept in a compact arena (see node_arena.hpp) so that the
-// walk runs from cache.
+// remain: the list is maestro's activities_, which holds every comm made by sendto_init (it
+// detaches them); since the engine holds each comm it starts, each one is taken out of that
+// list right after its start (detached_comms.hpp), so the walk at its completion finds an
+// empty list. Where that cannot be checked, the list's nodes are still kept in a compact
+// arena (see node_arena.hpp) so that the walk runs from cache.
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/detached_comms.hpp"
 #include "sim/node_arena.hpp"
 #include "sim/replay.hpp"
 
@@ -103,10 +107,12 @@ void Replay::launch(int t) {
     return;
   }
   task.parts = 1;
+  detached_.before_create();
   sg4::CommPtr c = sg4::Comm::sendto_init(ep_hosts_[task.src], ep_hosts_[task.dst]);
   c->set_payload_size(static_cast<uint64_t>(std::llround(task.amount)));
   c->set_data(tag);
   c->start();
+  detached_.after_start(*c);
   live_[c.get()] = c;
   stats_.flows++;
 }
