@@ -73,24 +73,26 @@ void Replay::launch(int t) {
   Task& task = task_ref(t);
   void* tag = tag_of(t);
   if (task.kind == Task::side) {
-    start_side(task.slot);
+    start_side(task.ref);
     return;
   }
-  if (task.kind == Task::join || (task.kind == Task::compute && task.amount <= 0) ||
-      (task.kind == Task::flow && task.amount <= 0 && task.delay_s <= 0)) {
+  const double seconds = task.kind == Task::compute ? compute_s(task) : 0;
+  FlowInfo* flow = task.kind == Task::flow ? &flow_of(t) : nullptr;
+  if (task.kind == Task::join || (task.kind == Task::compute && seconds <= 0) ||
+      (flow && flow->amount <= 0 && flow->delay_s <= 0)) {
     complete(t);
     return;
   }
-  if (task.kind == Task::compute && slot_compute_as_delay_[task.slot]) {
+  if (task.kind == Task::compute && slot_compute_as_delay_[task.ref]) {
     task.parts = 1;
-    start_delay(t, task.amount);
+    start_delay(t, seconds);
     stats_.compute_activities++;
     return;
   }
   if (task.kind == Task::compute) {
-    for (sg4::Host* h : cg_hosts_[task.slot]) {
+    for (sg4::Host* h : cg_hosts_[task.ref]) {
       sg4::ExecPtr x = sg4::Exec::init();
-      x->set_flops_amount(task.amount * unit_speed_)->set_host(h);
+      x->set_flops_amount(seconds * unit_speed_)->set_host(h);
       x->set_data(tag);
       x->start();
       live_[x.get()] = x;
@@ -100,16 +102,16 @@ void Replay::launch(int t) {
     return;
   }
   // flow: an optional delay, then the transfer
-  if (task.delay_s > 0 && task.parts == 0) {
+  if (flow->delay_s > 0 && task.parts == 0) {
     task.parts = -1;  // marks the delay stage
-    start_delay(t, task.delay_s);
+    start_delay(t, flow->delay_s);
     stats_.delay_activities++;
     return;
   }
   task.parts = 1;
   detached_.before_create();
-  sg4::CommPtr c = sg4::Comm::sendto_init(ep_hosts_[task.src], ep_hosts_[task.dst]);
-  c->set_payload_size(static_cast<uint64_t>(std::llround(task.amount)));
+  sg4::CommPtr c = sg4::Comm::sendto_init(ep_hosts_[flow->src], ep_hosts_[flow->dst]);
+  c->set_payload_size(static_cast<uint64_t>(std::llround(flow->amount)));
   c->set_data(tag);
   c->start();
   detached_.after_start(*c);
@@ -125,7 +127,7 @@ void Replay::start_delay(int t, double seconds) {
 void Replay::part_done(int t) {
   Task& task = task_ref(t);
   if (task.kind == Task::flow && task.parts == -1) {  // delay stage over: start the transfer
-    task.delay_s = 0;
+    flow_of(t).delay_s = 0;
     task.parts = 0;
     launch(t);
     return;

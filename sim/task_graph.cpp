@@ -28,10 +28,8 @@ const GroupTable& Replay::table(const std::string& role) const {
 
 int Replay::flow_task(int src_ep, int dst_ep, double bytes, double delay_s) {
   const int t = new_task(Task::flow);
-  tasks_[t].src = src_ep;
-  tasks_[t].dst = dst_ep;
-  tasks_[t].amount = bytes;
-  tasks_[t].delay_s = delay_s;
+  tasks_[t].ref = static_cast<int>(flows_.size());
+  flows_.emplace_back() = {bytes, delay_s, src_ep, dst_ep};
   return t;
 }
 
@@ -142,8 +140,8 @@ void Replay::expand_op(int s, OpId v, int ready) {
   const Op& op = (*p.graph)[v];
   if (op.is_compute()) {
     const int t = new_task(Task::compute);
-    tasks_[t].slot = s;
-    tasks_[t].amount = p.op_seconds[v] * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[s]]);
+    tasks_[t].ref = s;
+    tasks_[t].op = static_cast<int>(v);
     edge(ready, t);
     op_done_[slot_base_[s] + v] = t;
   } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
