@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -220,6 +221,7 @@ class Replay {
   void drain();
   void drain_soon();
 
+  void release_run_state();
   SimResult collect_result();
 
   const Workload& w_;
@@ -241,7 +243,8 @@ class Replay {
   ChunkedVector<FlowInfo> flows_;  // the DAG's flows' transfers (Task::ref)
   ChunkedVector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
   // Successors of task t: succ_[succ_begin_[t] .. succ_begin_[t + 1]), in creation order.
-  std::vector<int> succ_begin_, succ_;
+  std::vector<int> succ_begin_;
+  std::unique_ptr<int[]> succ_;
   std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
   std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
   std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_

@@ -191,13 +191,23 @@ void Replay::build() {
 }
 
 // Successors in one array by source (a stable counting sort keeps each task's creation order).
+// succ_begin_[t + 1] starts as the end of t's range and, filled from the last edge back, ends as
+// its start; shifting it down one place gives the starts. No separate cursor array (4 bytes a
+// task), and the edges' chunks are freed as the fill passes them while succ_'s pages (not
+// initialised) are first touched as it fills them, mostly from the end too (an edge's source is
+// seldom far behind it), so the edges and their successor array are not both whole at once.
 void Replay::finish_edges() {
-  succ_begin_.assign(tasks_.size() + 1, 0);
-  for (size_t i = 0; i < edges_.size(); ++i) succ_begin_[edges_[i].first + 1]++;
-  for (size_t t = 0; t < tasks_.size(); ++t) succ_begin_[t + 1] += succ_begin_[t];
-  succ_.resize(edges_.size());
-  std::vector<int> next(succ_begin_.begin(), succ_begin_.end() - 1);
-  for (size_t i = 0; i < edges_.size(); ++i) succ_[next[edges_[i].first]++] = edges_[i].second;
+  const size_t n = tasks_.size(), m = edges_.size();
+  succ_begin_.assign(n + 1, 0);
+  for (size_t i = 0; i < m; ++i) succ_begin_[edges_[i].first + 1]++;
+  for (size_t t = 0; t < n; ++t) succ_begin_[t + 1] += succ_begin_[t];
+  succ_.reset(new int[m]);
+  for (size_t i = m; i-- > 0;) {
+    succ_[--succ_begin_[edges_[i].first + 1]] = edges_[i].second;
+    if (i % decltype(edges_)::kChunk == 0) edges_.pop_back_chunk();
+  }
+  for (size_t t = 0; t < n; ++t) succ_begin_[t] = succ_begin_[t + 1];
+  succ_begin_[n] = static_cast<int>(m);
   edges_ = ChunkedVector<std::pair<int, int>>();
 }
 
