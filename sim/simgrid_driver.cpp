@@ -210,6 +210,7 @@ void Replay::simulate_tasks() {
   std::reverse(ready_queue_.begin(), ready_queue_.end());
   drain();
   e.run();
+  stats_.unlisted_comms = detached_.unlisted();
 }
 
 }  // namespace exasim::detail
