@@ -20,6 +20,12 @@ class ChunkedVector {
     if ((size_ & (kChunk - 1)) == 0) chunks_.push_back(std::make_unique<T[]>(kChunk));
     return (*this)[size_++];
   }
+  // Frees the last chunk and the elements in it (to release memory while reading from the end).
+  void pop_back_chunk() {
+    if (chunks_.empty()) return;
+    chunks_.pop_back();
+    size_ = chunks_.size() * kChunk;
+  }
 
  private:
   std::vector<std::unique_ptr<T[]>> chunks_;

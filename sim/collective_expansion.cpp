@@ -145,7 +145,7 @@ void Replay::expand_collectives_exhaustive() {
     }
     const int side = in.first_side + m;
     const int t = new_task(Task::side);
-    tasks_[t].slot = side;
+    tasks_[t].ref = side;
     sides_[side].task = t;
     edge(part.ready, t);
     edge(t, part.done);

@@ -37,6 +37,8 @@ struct SimStats {
                                 // when the compute ops of a rank's program form a chain
                                 // (see engine.cpp)
   long delay_activities = 0;    // flow latency delays (kernel timers)
+  long unlisted_comms = 0;      // comms taken out of SimGrid's maestro list at their start
+                                // (sim/detached_comms.hpp; 0 where that is off)
   long links = 0;
   long hosts = 0;
   long routes = 0;

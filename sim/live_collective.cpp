@@ -52,10 +52,10 @@ void Replay::release_step(int side) {
     const int t = new_live_flow();
     LiveFlow& f = live_flows_[-1 - t];
     f.task.kind = Task::flow;
-    f.task.src = eps.first;
-    f.task.dst = eps.second;
-    f.task.amount = snd.bytes;
-    f.task.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node, *in.work);
+    f.info.src = eps.first;
+    f.info.dst = eps.second;
+    f.info.amount = snd.bytes;
+    f.info.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node, *in.work);
     f.from_side = side;
     f.to_side = in.first_side + snd.peer;
     f.step = k;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "sim/chunked_vector.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/detached_comms.hpp"
 #include "sim/engine.hpp"
 #include "sim/folding.hpp"
 #include "sim/network.hpp"
@@ -26,20 +28,29 @@
 
 namespace exasim::detail {
 
-// A task of the DAG: 48 bytes; its successors live in the Replay's shared storage (succ_).
-// A side task stands for one member's side of an exhaustive collective (slot: its LiveSide):
-// it starts with the member's ready join and completes when the side's last step is over; the
-// flows of its steps are tasks created during the run (LiveFlow), not part of the DAG.
+// A task of the DAG: 24 bytes (an exhaustive step of a pipelined plan on 1,024 GPUs has over
+// 10^8); its successors live in the Replay's shared storage (succ_). A compute task's cost is
+// not stored: it is its op's (Replay::compute_s, computed at launch). A flow's bytes, latency and
+// endpoints are a FlowInfo (Replay::flows_ at index ref; a live flow's own). A side task stands
+// for one member's side of an exhaustive collective (ref: its LiveSide): it starts with the
+// member's ready join and completes when the side's last step is over; the flows of its steps
+// are tasks created during the run (LiveFlow), not part of the DAG.
 struct Task {
   enum Kind : uint8_t { compute, flow, join, side };
-  double amount = 0;   // compute: seconds; flow: bytes
-  double delay_s = 0;  // flow: extra latency before the transfer
   double end_s = -1;
   int pending = 0;
-  int parts = 0;       // SimGrid activities still running for this task
-  int slot = -1;       // simulated rank slot (compute tasks)
-  int src = -1, dst = -1;  // flow endpoints
+  int ref = -1;        // compute: simulated rank slot; flow: index in Replay::flows_; side: its LiveSide
+  int op = -1;         // compute: its op in the slot's program
+  int16_t parts = 0;   // SimGrid activities still running for this task (-1: a flow's delay stage)
   Kind kind = join;
+};
+static_assert(sizeof(Task) == 24, "Task is meant to stay 24 bytes");
+
+// A flow task's transfer.
+struct FlowInfo {
+  double amount = 0;   // bytes
+  double delay_s = 0;  // extra latency before the transfer
+  int src = -1, dst = -1;  // endpoints
 };
 
 // What the engine needs of one program, prepared once however many slots run it.
@@ -94,6 +105,7 @@ struct LiveSide {
 // when it arrives. Task ids of live flows are negative: -1 - index in Replay::live_flows_.
 struct LiveFlow {
   Task task;
+  FlowInfo info;
   int from_side = -1, to_side = -1;
   int step = 0;
 };
@@ -192,6 +204,12 @@ class Replay {
 
   // A task by id: the DAG's (id >= 0) or a live flow's (id < 0).
   Task& task_ref(int t) { return t >= 0 ? tasks_[t] : live_flows_[-1 - t].task; }
+  // A flow task's transfer, by task id (the DAG's or a live flow's).
+  FlowInfo& flow_of(int t) { return t >= 0 ? flows_[tasks_[t].ref] : live_flows_[-1 - t].info; }
+  // A compute task's seconds: its op's cost on its slot's node.
+  double compute_s(const Task& task) const {
+    return prog(task.ref).op_seconds[task.op] * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
+  }
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();
@@ -203,6 +221,7 @@ class Replay {
   void drain();
   void drain_soon();
 
+  void release_run_state();
   SimResult collect_result();
 
   const Workload& w_;
@@ -221,9 +240,11 @@ class Replay {
   PathMap paths_;
 
   ChunkedVector<Task> tasks_;  // grows without copying (see chunked_vector.hpp)
+  ChunkedVector<FlowInfo> flows_;  // the DAG's flows' transfers (Task::ref)
   ChunkedVector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
   // Successors of task t: succ_[succ_begin_[t] .. succ_begin_[t + 1]), in creation order.
-  std::vector<int> succ_begin_, succ_;
+  std::vector<int> succ_begin_;
+  std::unique_ptr<int[]> succ_;
   std::vector<ProgramInfo> programs_;  // only the programs some slot runs are prepared
   std::vector<int> slot_prog_;         // slot -> index in programs_ (= Workload program index)
   std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_
@@ -252,6 +273,7 @@ class Replay {
   double unit_speed_ = 1;
   std::unordered_map<const simgrid::s4u::Activity*, simgrid::s4u::ActivityPtr> live_;
   std::vector<simgrid::s4u::ActivityPtr> finished_;
+  DetachedComms detached_;  // keeps SimGrid's list of detached comms empty (detached_comms.hpp)
   std::vector<int> ready_queue_;
   bool drain_pending_ = false;
   SimStats stats_;

@@ -9,8 +9,11 @@
 // therefore do not become SimGrid activities: a flow's extra latency, and a compute task
 // when a rank's compute tasks never overlap (then nothing shares its compute units and
 // the task lasts exactly its cost), are kernel timers, which live in a heap. The comms
-// remain; their list's nodes are kept in a compact arena (see node_arena.hpp) so that the
-// walk runs from cache.
+// remain: the list is maestro's activities_, which holds every comm made by sendto_init (it
+// detaches them); since the engine holds each comm it starts, each one is taken out of that
+// list right after its start (detached_comms.hpp), so the walk at its completion finds an
+// empty list. Where that cannot be checked, the list's nodes are still kept in a compact
+// arena (see node_arena.hpp) so that the walk runs from cache.
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/detached_comms.hpp"
 #include "sim/node_arena.hpp"
 #include "sim/replay.hpp"
 
@@ -69,24 +73,26 @@ void Replay::launch(int t) {
   Task& task = task_ref(t);
   void* tag = tag_of(t);
   if (task.kind == Task::side) {
-    start_side(task.slot);
+    start_side(task.ref);
     return;
   }
-  if (task.kind == Task::join || (task.kind == Task::compute && task.amount <= 0) ||
-      (task.kind == Task::flow && task.amount <= 0 && task.delay_s <= 0)) {
+  const double seconds = task.kind == Task::compute ? compute_s(task) : 0;
+  FlowInfo* flow = task.kind == Task::flow ? &flow_of(t) : nullptr;
+  if (task.kind == Task::join || (task.kind == Task::compute && seconds <= 0) ||
+      (flow && flow->amount <= 0 && flow->delay_s <= 0)) {
     complete(t);
     return;
   }
-  if (task.kind == Task::compute && slot_compute_as_delay_[task.slot]) {
+  if (task.kind == Task::compute && slot_compute_as_delay_[task.ref]) {
     task.parts = 1;
-    start_delay(t, task.amount);
+    start_delay(t, seconds);
     stats_.compute_activities++;
     return;
   }
   if (task.kind == Task::compute) {
-    for (sg4::Host* h : cg_hosts_[task.slot]) {
+    for (sg4::Host* h : cg_hosts_[task.ref]) {
       sg4::ExecPtr x = sg4::Exec::init();
-      x->set_flops_amount(task.amount * unit_speed_)->set_host(h);
+      x->set_flops_amount(seconds * unit_speed_)->set_host(h);
       x->set_data(tag);
       x->start();
       live_[x.get()] = x;
@@ -96,17 +102,19 @@ void Replay::launch(int t) {
     return;
   }
   // flow: an optional delay, then the transfer
-  if (task.delay_s > 0 && task.parts == 0) {
+  if (flow->delay_s > 0 && task.parts == 0) {
     task.parts = -1;  // marks the delay stage
-    start_delay(t, task.delay_s);
+    start_delay(t, flow->delay_s);
     stats_.delay_activities++;
     return;
   }
   task.parts = 1;
-  sg4::CommPtr c = sg4::Comm::sendto_init(ep_hosts_[task.src], ep_hosts_[task.dst]);
-  c->set_payload_size(static_cast<uint64_t>(std::llround(task.amount)));
+  detached_.before_create();
+  sg4::CommPtr c = sg4::Comm::sendto_init(ep_hosts_[flow->src], ep_hosts_[flow->dst]);
+  c->set_payload_size(static_cast<uint64_t>(std::llround(flow->amount)));
   c->set_data(tag);
   c->start();
+  detached_.after_start(*c);
   live_[c.get()] = c;
   stats_.flows++;
 }
@@ -119,7 +127,7 @@ void Replay::start_delay(int t, double seconds) {
 void Replay::part_done(int t) {
   Task& task = task_ref(t);
   if (task.kind == Task::flow && task.parts == -1) {  // delay stage over: start the transfer
-    task.delay_s = 0;
+    flow_of(t).delay_s = 0;
     task.parts = 0;
     launch(t);
     return;
@@ -202,6 +210,7 @@ void Replay::simulate_tasks() {
   std::reverse(ready_queue_.begin(), ready_queue_.end());
   drain();
   e.run();
+  stats_.unlisted_comms = detached_.unlisted();
 }
 
 }  // namespace exasim::detail

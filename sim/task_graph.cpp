@@ -28,10 +28,8 @@ const GroupTable& Replay::table(const std::string& role) const {
 
 int Replay::flow_task(int src_ep, int dst_ep, double bytes, double delay_s) {
   const int t = new_task(Task::flow);
-  tasks_[t].src = src_ep;
-  tasks_[t].dst = dst_ep;
-  tasks_[t].amount = bytes;
-  tasks_[t].delay_s = delay_s;
+  tasks_[t].ref = static_cast<int>(flows_.size());
+  flows_.emplace_back() = {bytes, delay_s, src_ep, dst_ep};
   return t;
 }
 
@@ -142,8 +140,8 @@ void Replay::expand_op(int s, OpId v, int ready) {
   const Op& op = (*p.graph)[v];
   if (op.is_compute()) {
     const int t = new_task(Task::compute);
-    tasks_[t].slot = s;
-    tasks_[t].amount = p.op_seconds[v] * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[s]]);
+    tasks_[t].ref = s;
+    tasks_[t].op = static_cast<int>(v);
     edge(ready, t);
     op_done_[slot_base_[s] + v] = t;
   } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
@@ -193,13 +191,23 @@ void Replay::build() {
 }
 
 // Successors in one array by source (a stable counting sort keeps each task's creation order).
+// succ_begin_[t + 1] starts as the end of t's range and, filled from the last edge back, ends as
+// its start; shifting it down one place gives the starts. No separate cursor array (4 bytes a
+// task), and the edges' chunks are freed as the fill passes them while succ_'s pages (not
+// initialised) are first touched as it fills them, mostly from the end too (an edge's source is
+// seldom far behind it), so the edges and their successor array are not both whole at once.
 void Replay::finish_edges() {
-  succ_begin_.assign(tasks_.size() + 1, 0);
-  for (size_t i = 0; i < edges_.size(); ++i) succ_begin_[edges_[i].first + 1]++;
-  for (size_t t = 0; t < tasks_.size(); ++t) succ_begin_[t + 1] += succ_begin_[t];
-  succ_.resize(edges_.size());
-  std::vector<int> next(succ_begin_.begin(), succ_begin_.end() - 1);
-  for (size_t i = 0; i < edges_.size(); ++i) succ_[next[edges_[i].first]++] = edges_[i].second;
+  const size_t n = tasks_.size(), m = edges_.size();
+  succ_begin_.assign(n + 1, 0);
+  for (size_t i = 0; i < m; ++i) succ_begin_[edges_[i].first + 1]++;
+  for (size_t t = 0; t < n; ++t) succ_begin_[t + 1] += succ_begin_[t];
+  succ_.reset(new int[m]);
+  for (size_t i = m; i-- > 0;) {
+    succ_[--succ_begin_[edges_[i].first + 1]] = edges_[i].second;
+    if (i % decltype(edges_)::kChunk == 0) edges_.pop_back_chunk();
+  }
+  for (size_t t = 0; t < n; ++t) succ_begin_[t] = succ_begin_[t + 1];
+  succ_begin_[n] = static_cast<int>(m);
   edges_ = ChunkedVector<std::pair<int, int>>();
 }
 

@@ -113,7 +113,12 @@ def agreement_scenarios(n):
     moda = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenarios", "moda-1024.json")))
     moda["name"] = f"moda-{n}"
     moda["plan"]["nodes"] = n
-    gpt = {"name": f"gpt-pipelined-{n}", "machine": "selene-dgx-a100",
+    machine = "selene-dgx-a100"
+    if n > 3072:  # Selene is modelled with its 3,072 GPUs: past them, the same machine grown to n GPUs, inline
+        here = os.path.dirname(os.path.abspath(__file__))
+        machine = json.load(open(os.path.join(here, "..", "topologies", "machines", "selene-dgx-a100.json")))
+        machine["nodes"] = {"value": n // 8, "assumption": f"Selene's DGX A100 nodes and fabric grown to {n} GPUs for the agreement check"}
+    gpt = {"name": f"gpt-pipelined-{n}", "machine": machine,
            "model": {"name": "GPT-small-pipelined", "layers": 8, "d_model": 1024, "heads": 16, "d_ff": 4096,
                      "vocab": 51200},
            "training": {"seq_len": 512, "precision": "fp16"},
