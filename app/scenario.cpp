@@ -815,7 +815,8 @@ ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
   const std::string path = "/plan";
   const json& p = r.require(root, "", "plan", "a plan object");
   r.require_object(p, path, "a plan object");
-  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group", "slice"});
+  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group", "batch_norm_tile",
+                         "slice"});
   ParallelPlan s;
   s.data = r.required_int(p, path, "devices");
   s.global_batch = r.required_int(p, path, "global_batch");
@@ -824,6 +825,34 @@ ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
     s.zero_stage = r.required_annotated_bool(p, path, "weight_update_sharding") ? 1 : 0;
   s.batch_norm_group = r.optional_int(p, path, "batch_norm_group", 1);
   return s;
+}
+
+// "batch_norm_tile": [x, y] on a torus machine (after its slice): each batch-norm group is an x-by-y
+// tile of chips (MLPerf v0.7's image_util.tile_group_assignment), in rows of the torus's x chips;
+// batch_norm_group, when given, must be x y (models/plan_rules.cpp checks the rest).
+void read_batch_norm_tile(const Reader& r, const json& root, Scenario& s) {
+  const json* v = Reader::find(root.at("plan"), "batch_norm_tile");
+  if (!v) return;
+  std::string path = "/plan/batch_norm_tile";
+  const MachineSpec& mc = s.machine;
+  if (mc.family != "torus")
+    r.fail(path, "expected no batch_norm_tile: machine " + quoted(mc.name) + " is not a torus (family " +
+                     quoted(mc.family) + ")");
+  const std::string expected = "[x, y], the tile's chips per row and rows";
+  if (v->is_object()) {
+    v = &r.annotated(*v, path, expected);
+    path += "/value";
+  }
+  if (!v->is_array() || v->size() != 2) r.fail(path, "expected " + expected + ", got " + describe(*v));
+  ParallelPlan& p = s.parallel;
+  p.batch_norm_tile_x = r.integer((*v)[0], path + "/0");
+  p.batch_norm_tile_y = r.integer((*v)[1], path + "/1");
+  p.batch_norm_row_devices = mc.torus.x;
+  const long long chips = static_cast<long long>(p.batch_norm_tile_x) * p.batch_norm_tile_y;
+  if (chips > p.data)
+    r.fail(path, "expected a tile of at most the plan's " + std::to_string(p.data) + " devices, got " +
+                     std::to_string(p.batch_norm_tile_x) + " x " + std::to_string(p.batch_norm_tile_y));
+  if (!Reader::find(root.at("plan"), "batch_norm_group")) p.batch_norm_group = static_cast<int>(chips);
 }
 
 // What the plan rules (models/plan_rules.hpp) need to know of the machine.
@@ -1227,6 +1256,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     s.training = read_convnet_training(r, root);
     s.parallel = read_convnet_plan(r, root);
     read_torus_slice(r, root, s);
+    read_batch_norm_tile(r, root, s);
     read_engine(r, root, s);
     s.resilience = read_resilience(r, root, s.machine);
     s.faults = read_faults(r, root, s.machine);
