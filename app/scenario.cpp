@@ -54,6 +54,7 @@ const char* to_string(PrecisionPolicy p) {
     case PrecisionPolicy::apex_o1: return "apex_o1";
     case PrecisionPolicy::apex_o2: return "apex_o2";
     case PrecisionPolicy::fp8: return "fp8";
+    case PrecisionPolicy::bf16_matmul: return "bf16_matmul";
   }
   return "?";
 }
@@ -787,10 +788,12 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   // The MoDa layouts take the modes of models/precision.hpp ("mixed" is "layerwise", BaGuaLu's
   // layer-wise mixed precision); general plans fp32, fp16 (Megatron's mixed precision) and bf16.
   static const PrecisionPolicy general_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16,
-                                                  PrecisionPolicy::bf16, PrecisionPolicy::fp8};
+                                                  PrecisionPolicy::bf16, PrecisionPolicy::fp8,
+                                                  PrecisionPolicy::bf16_matmul};
   static const PrecisionPolicy moda_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::mixed,
                                                PrecisionPolicy::apex_o1, PrecisionPolicy::apex_o2};
-  s.precision = general ? general_modes[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16", "fp8"}, -1)]
+  s.precision = general ? general_modes[r.enum_value(t, path, "precision",
+                                                        {"fp32", "mixed", "fp16", "bf16", "fp8", "bf16_matmul"}, -1)]
                         : moda_modes[r.enum_value(t, path, "precision",
                                                   {"fp32", "mixed", "layerwise", "apex_o1", "apex_o2"}, -1)];
   s.grad_sync = r.choice(t, path, "grad_sync", {GradSync::after_backward, GradSync::overlap},

@@ -111,8 +111,10 @@ inline const char* to_string(ModelSpec::Architecture a) {
 // weights and Adam state; general plans); bf16: as fp16 in bfloat16, which runs at the same
 // tensor-core rate as fp16 on A100 and H100 (their datasheets' dense peaks; general plans).
 // fp8 (general plans): Transformer Engine's recipe, bf16 training with the linears' GEMMs in fp8
-// (models/transformer.hpp).
-enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2, fp8 };
+// (models/transformer.hpp). bf16_matmul (general plans): XLA's default precision on a TPU of the
+// BERT and GShard era, fp32 everywhere except the matrix unit, which rounds each matmul's fp32
+// operands to bf16 as it reads them (one pass, fp32 accumulation).
+enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2, fp8, bf16_matmul };
 const char* to_string(PrecisionPolicy p);
 
 enum class GradSync { after_backward, overlap };

@@ -557,7 +557,10 @@ class StageBuilder {
     return {fp8_linear(lin) ? Precision::fp8 : x_.gemm, x_.storage};
   }
   // The precision a GEMM's operands are read in: its own when autocast made half copies of them.
-  static Precision operands(Precision gemm, Precision kept) { return narrower(gemm, kept) ? gemm : kept; }
+  // (Where the matrix unit rounds them as it reads them, its operands are read as kept.)
+  Precision operands(Precision gemm, Precision kept) const {
+    return narrower(gemm, kept) && !x_.pp.operand_rounding_in_gemm ? gemm : kept;
+  }
   // A linear's parameters: the FFN's (the experts' in an MoE layer) or the shared ones.
   Precision linear_param(const std::string& label) const {
     return label == "ffn1" || label == "ffn2" ? x_.pp.expert_param : x_.pp.shared_param;
@@ -577,7 +580,7 @@ class StageBuilder {
   // GEMMs cast nothing and the names were a sweep's largest allocation.)
   void autocast(const std::string& n, const char* what, const char* label, Phase ph, Precision gemm, Precision kept,
                 double rows, double cols) {
-    if (!narrower(gemm, kept) || rows * cols <= 0) return;
+    if (!narrower(gemm, kept) || rows * cols <= 0 || x_.pp.operand_rounding_in_gemm) return;
     last_ = b_.memory(n + what + ".autocast", label, ph, Kernel::token_permute, Precision::fp32, rows_cols(rows, cols), 0,
                       rows * cols * (bytes_per_element(kept) + bytes_per_element(gemm)), deps());
   }
