@@ -59,6 +59,14 @@ const char* to_string(PrecisionPolicy p) {
   return "?";
 }
 const char* to_string(GradSync g) { return g == GradSync::after_backward ? "after_backward" : "overlap"; }
+const char* to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::adam: return "adam";
+    case Optimizer::lamb: return "lamb";
+    case Optimizer::adafactor: return "adafactor";
+  }
+  return "?";
+}
 const char* to_string(Layout l) { return l == Layout::moda ? "moda" : "inverse"; }
 
 namespace {
@@ -776,7 +784,7 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   const json& t = r.require(root, "", "training", "a training object");
   r.require_object(t, path, "a training object");
   if (general)
-    r.check_keys(t, path, {"seq_len", "precision", "grad_sync"});
+    r.check_keys(t, path, {"seq_len", "precision", "grad_sync", "optimizer"});
   else
     r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
   TrainingSpec s;
@@ -798,6 +806,9 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
                                                   {"fp32", "mixed", "layerwise", "apex_o1", "apex_o2"}, -1)];
   s.grad_sync = r.choice(t, path, "grad_sync", {GradSync::after_backward, GradSync::overlap},
                          std::optional(GradSync::after_backward));
+  if (general)
+    s.optimizer = r.choice(t, path, "optimizer", {Optimizer::adam, Optimizer::lamb, Optimizer::adafactor},
+                           std::optional(Optimizer::adam));
   return s;
 }
 

@@ -20,10 +20,14 @@ namespace {
 struct StateBytes {
   double parameter, gradient, optimizer;
 };
-StateBytes state_bytes(PrecisionPolicy p, bool experts) {
+// Adafactor (factored, beta1 0) keeps no per-parameter state: a matrix's row and column vectors
+// (and a vector's own second moment) are not counted.
+StateBytes state_bytes(PrecisionPolicy p, bool experts, Optimizer o = Optimizer::adam) {
   const PrecisionPlan pp = precision_plan(p);
-  if (experts) return {bytes_per_element(pp.expert_param), bytes_per_element(pp.expert_grad), 8 + pp.expert_master_bytes};
-  return {bytes_per_element(pp.shared_param), bytes_per_element(pp.shared_grad), 8 + pp.shared_master_bytes};
+  const double moments = o == Optimizer::adafactor ? 0 : 8;
+  if (experts)
+    return {bytes_per_element(pp.expert_param), bytes_per_element(pp.expert_grad), moments + pp.expert_master_bytes};
+  return {bytes_per_element(pp.shared_param), bytes_per_element(pp.shared_grad), moments + pp.shared_master_bytes};
 }
 
 struct Partitioned {
@@ -207,9 +211,9 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const int replicas = std::max(1, p.data / p.expert);
   const bool paro = p.paro && replicas > 1;
   const int zero = std::max(p.zero_stage, paro ? 1 : 0);
-  const StateBytes sb = state_bytes(t.precision, false);
+  const StateBytes sb = state_bytes(t.precision, false, t.optimizer);
   const Partitioned d = partition(dense, p.supernode_ranks > 0 ? p.supernode_ranks : p.gradient_replicas(), zero, sb);
-  const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true));
+  const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true, t.optimizer));
   out.parameters_bytes = d.parameters_bytes + x.parameters_bytes;
   out.gradients_bytes = d.gradients_bytes + x.gradients_bytes;
   (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) = d.optimizer_bytes + x.optimizer_bytes;

@@ -337,6 +337,12 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
                                                 const PlanMachine* machine) {
   if (auto bad = general_model_problem(m, p)) return bad;
   if (auto bad = general_precision_problem(m, t, p, machine)) return bad;
+  // LAMB's per-layer norms and Adafactor's row and column means over a sharded update would need
+  // reductions of their own (not modelled): refused rather than costed as if unsharded.
+  if (t.optimizer != Optimizer::adam && (p.zero_stage >= 1 || p.offload_optimizer))
+    return problem(p.zero_stage >= 1 ? "/plan/zero_stage" : "/plan/offload_optimizer",
+                   std::string("expected no sharded or offloaded update with optimizer ") + quoted(to_string(t.optimizer)) +
+                       " (its per-layer statistics would need reductions across the shards, not modelled)");
   if (auto bad = general_split_problem(m, t, p)) return bad;
   if (auto bad = pipeline_problem(m, p)) return bad;
   return batch_and_devices_problem(p, machine);

@@ -1,5 +1,6 @@
 // Megatron-LM's mixed-precision optimizer step (models/transformer.cpp main_grad_update): the
-// passes around Adam and their bytes per parameter, by hand, for the fp16, bf16 and fp32 rows.
+// passes around Adam and their bytes per parameter, by hand, for the fp16, bf16 and fp32 rows;
+// LAMB's and Adafactor's passes (optimizer_step) by hand in fp32.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -24,11 +25,14 @@ ModelSpec small_gpt() {
   return m;
 }
 
-// Bytes of each optimizer-phase compute op by label (each label appears once: one replica, no ZeRO).
-std::map<std::string, double> optimizer_bytes(PrecisionPolicy precision) {
+// Bytes (or flops) of each optimizer-phase compute op by label (each label appears once: one
+// replica, no ZeRO).
+std::map<std::string, double> optimizer_bytes(PrecisionPolicy precision, Optimizer o = Optimizer::adam,
+                                              bool flops = false) {
   TrainingSpec t;
   t.seq_len = 128;
   t.precision = precision;
+  t.optimizer = o;
   ParallelPlan p;
   p.micro_batch = 1;
   p.global_batch = 1;
@@ -39,7 +43,7 @@ std::map<std::string, double> optimizer_bytes(PrecisionPolicy precision) {
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work))
       if (g[v].phase == Phase::optimizer) {
         CHECK(out.count(g[v].label) == 0);
-        out[g[v].label] = c->bytes;
+        out[g[v].label] = flops ? c->flops : c->bytes;
       }
   return out;
 }
@@ -67,4 +71,54 @@ TEST_CASE("optimizer step: bf16 has no grad scaler, fp32 only Adam") {
   const auto fp32 = optimizer_bytes(PrecisionPolicy::fp32);
   CHECK(fp32.size() == 1);
   CHECK(fp32.count("adam") == 1);
+}
+
+// Per parameter, on one replica in fp32 (every parameter updated once: n = the model's parameters).
+TEST_CASE("optimizer step: LAMB's norms and trust-ratio step, Adafactor's factored passes, by hand") {
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::fp32;
+  ParallelPlan p;
+  p.micro_batch = 1;
+  p.global_batch = 1;
+  const double n = build_transformer_workload(small_gpt(), t, p).parameters;
+  REQUIRE(n > 0);
+  const auto adam = optimizer_bytes(PrecisionPolicy::fp32);
+  REQUIRE(adam.count("adam") == 1);
+  CHECK(adam.at("adam") == doctest::Approx(28 * n));
+  // LAMB: Adam's moments writing u (28 bytes, 12 flops), the norms of w and u (8, 4), the step (12, 2)
+  const auto lamb = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::lamb);
+  const auto lamb_flops = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::lamb, true);
+  CHECK(lamb.size() == 3);
+  CHECK(lamb.at("adam.lamb_moments") == doctest::Approx(28 * n));
+  CHECK(lamb.at("adam.lamb_norms") == doctest::Approx(8 * n));
+  CHECK(lamb.at("adam.lamb_step") == doctest::Approx(12 * n));
+  CHECK(lamb_flops.at("adam.lamb_moments") == doctest::Approx(12 * n));
+  CHECK(lamb_flops.at("adam.lamb_norms") == doctest::Approx(4 * n));
+  CHECK(lamb_flops.at("adam.lamb_step") == doctest::Approx(2 * n));
+  // Adafactor: g^2 by rows and columns (4 bytes, 4 flops), the RMS of u and w (8, 6), the step (12, 4)
+  const auto ada = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::adafactor);
+  const auto ada_flops = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::adafactor, true);
+  CHECK(ada.size() == 3);
+  CHECK(ada.at("adam.adafactor_moments") == doctest::Approx(4 * n));
+  CHECK(ada.at("adam.adafactor_rms") == doctest::Approx(8 * n));
+  CHECK(ada.at("adam.adafactor_step") == doctest::Approx(12 * n));
+  CHECK(ada_flops.at("adam.adafactor_moments") == doctest::Approx(4 * n));
+  CHECK(ada_flops.at("adam.adafactor_rms") == doctest::Approx(6 * n));
+  CHECK(ada_flops.at("adam.adafactor_step") == doctest::Approx(4 * n));
+}
+
+TEST_CASE("optimizer state: Adafactor keeps no per-parameter moments, LAMB Adam's two") {
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::fp32;
+  ParallelPlan p;
+  p.micro_batch = 1;
+  p.global_batch = 1;
+  const double adam = build_transformer_workload(small_gpt(), t, p).memory.optimizer_state_bytes;
+  t.optimizer = Optimizer::lamb;
+  CHECK(build_transformer_workload(small_gpt(), t, p).memory.optimizer_state_bytes == adam);
+  t.optimizer = Optimizer::adafactor;
+  CHECK(build_transformer_workload(small_gpt(), t, p).memory.optimizer_state_bytes == 0);
+  CHECK(adam > 0);
 }
