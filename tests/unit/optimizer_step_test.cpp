@@ -3,6 +3,7 @@
 // LAMB's and Adafactor's passes (optimizer_step) by hand in fp32.
 #include <doctest/doctest.h>
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <variant>
@@ -86,26 +87,26 @@ TEST_CASE("optimizer step: LAMB's norms and trust-ratio step, Adafactor's factor
   const auto adam = optimizer_bytes(PrecisionPolicy::fp32);
   REQUIRE(adam.count("adam") == 1);
   CHECK(adam.at("adam") == doctest::Approx(28 * n));
+  // Each pass's bytes and flops per parameter, by label.
+  struct Pass {
+    const char* label;
+    double bytes, flops;
+  };
+  const auto check = [&](Optimizer o, std::initializer_list<Pass> passes) {
+    const auto bytes = optimizer_bytes(PrecisionPolicy::fp32, o), flops = optimizer_bytes(PrecisionPolicy::fp32, o, true);
+    CHECK(bytes.size() == passes.size());
+    for (const Pass& pass : passes) {
+      INFO(to_string(o), " ", pass.label);
+      REQUIRE(bytes.count(pass.label) == 1);
+      CHECK(bytes.at(pass.label) == doctest::Approx(pass.bytes * n));
+      CHECK(flops.at(pass.label) == doctest::Approx(pass.flops * n));
+    }
+  };
   // LAMB: Adam's moments writing u (28 bytes, 12 flops), the norms of w and u (8, 4), the step (12, 2)
-  const auto lamb = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::lamb);
-  const auto lamb_flops = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::lamb, true);
-  CHECK(lamb.size() == 3);
-  CHECK(lamb.at("adam.lamb_moments") == doctest::Approx(28 * n));
-  CHECK(lamb.at("adam.lamb_norms") == doctest::Approx(8 * n));
-  CHECK(lamb.at("adam.lamb_step") == doctest::Approx(12 * n));
-  CHECK(lamb_flops.at("adam.lamb_moments") == doctest::Approx(12 * n));
-  CHECK(lamb_flops.at("adam.lamb_norms") == doctest::Approx(4 * n));
-  CHECK(lamb_flops.at("adam.lamb_step") == doctest::Approx(2 * n));
+  check(Optimizer::lamb, {{"adam.lamb_moments", 28, 12}, {"adam.lamb_norms", 8, 4}, {"adam.lamb_step", 12, 2}});
   // Adafactor: g^2 by rows and columns (4 bytes, 4 flops), the RMS of u and w (8, 6), the step (12, 4)
-  const auto ada = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::adafactor);
-  const auto ada_flops = optimizer_bytes(PrecisionPolicy::fp32, Optimizer::adafactor, true);
-  CHECK(ada.size() == 3);
-  CHECK(ada.at("adam.adafactor_moments") == doctest::Approx(4 * n));
-  CHECK(ada.at("adam.adafactor_rms") == doctest::Approx(8 * n));
-  CHECK(ada.at("adam.adafactor_step") == doctest::Approx(12 * n));
-  CHECK(ada_flops.at("adam.adafactor_moments") == doctest::Approx(4 * n));
-  CHECK(ada_flops.at("adam.adafactor_rms") == doctest::Approx(6 * n));
-  CHECK(ada_flops.at("adam.adafactor_step") == doctest::Approx(4 * n));
+  check(Optimizer::adafactor,
+        {{"adam.adafactor_moments", 4, 4}, {"adam.adafactor_rms", 8, 6}, {"adam.adafactor_step", 12, 4}});
 }
 
 TEST_CASE("optimizer state: Adafactor keeps no per-parameter moments, LAMB Adam's two") {
