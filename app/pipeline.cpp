@@ -105,7 +105,8 @@ void apply_resilience(const Scenario& sc, Prediction& p) {
   try {
     p.components = job_components(sc.machine, p.workload.node_of_rank);
     const double bytes =
-        checkpoint_state_bytes(sc.training.precision, p.parameters, p.expert_parameters, gate_parameters(sc.model));
+        checkpoint_state_bytes(sc.training.precision, p.parameters, p.expert_parameters, gate_parameters(sc.model),
+                               sc.training.optimizer);
     p.goodput = expected_goodput(*sc.resilience, *p.components, bytes, sc.machine.checkpoint_write_Bps, p.step_time_s);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(sc.file, "/resilience", e.what());

@@ -55,10 +55,19 @@ const char* to_string(PrecisionPolicy p) {
     case PrecisionPolicy::apex_o1: return "apex_o1";
     case PrecisionPolicy::apex_o2: return "apex_o2";
     case PrecisionPolicy::fp8: return "fp8";
+    case PrecisionPolicy::bf16_matmul: return "bf16_matmul";
   }
   return "?";
 }
 const char* to_string(GradSync g) { return g == GradSync::after_backward ? "after_backward" : "overlap"; }
+const char* to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::adam: return "adam";
+    case Optimizer::lamb: return "lamb";
+    case Optimizer::adafactor: return "adafactor";
+  }
+  return "?";
+}
 const char* to_string(Layout l) { return l == Layout::moda ? "moda" : "inverse"; }
 
 namespace {
@@ -787,7 +796,7 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   const json& t = r.require(root, "", "training", "a training object");
   r.require_object(t, path, "a training object");
   if (general)
-    r.check_keys(t, path, {"seq_len", "precision", "grad_sync"});
+    r.check_keys(t, path, {"seq_len", "precision", "grad_sync", "optimizer"});
   else
     r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
   TrainingSpec s;
@@ -799,14 +808,19 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   // The MoDa layouts take the modes of models/precision.hpp ("mixed" is "layerwise", BaGuaLu's
   // layer-wise mixed precision); general plans fp32, fp16 (Megatron's mixed precision) and bf16.
   static const PrecisionPolicy general_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::fp16,
-                                                  PrecisionPolicy::bf16, PrecisionPolicy::fp8};
+                                                  PrecisionPolicy::bf16, PrecisionPolicy::fp8,
+                                                  PrecisionPolicy::bf16_matmul};
   static const PrecisionPolicy moda_modes[] = {PrecisionPolicy::fp32, PrecisionPolicy::mixed, PrecisionPolicy::mixed,
                                                PrecisionPolicy::apex_o1, PrecisionPolicy::apex_o2};
-  s.precision = general ? general_modes[r.enum_value(t, path, "precision", {"fp32", "mixed", "fp16", "bf16", "fp8"}, -1)]
+  s.precision = general ? general_modes[r.enum_value(t, path, "precision",
+                                                        {"fp32", "mixed", "fp16", "bf16", "fp8", "bf16_matmul"}, -1)]
                         : moda_modes[r.enum_value(t, path, "precision",
                                                   {"fp32", "mixed", "layerwise", "apex_o1", "apex_o2"}, -1)];
   s.grad_sync = r.choice(t, path, "grad_sync", {GradSync::after_backward, GradSync::overlap},
                          std::optional(GradSync::after_backward));
+  if (general)
+    s.optimizer = r.choice(t, path, "optimizer", {Optimizer::adam, Optimizer::lamb, Optimizer::adafactor},
+                           std::optional(Optimizer::adam));
   return s;
 }
 
@@ -827,7 +841,8 @@ ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
   const std::string path = "/plan";
   const json& p = r.require(root, "", "plan", "a plan object");
   r.require_object(p, path, "a plan object");
-  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group", "slice"});
+  r.check_keys(p, path, {"devices", "global_batch", "weight_update_sharding", "batch_norm_group", "batch_norm_tile",
+                         "slice"});
   ParallelPlan s;
   s.data = r.required_int(p, path, "devices");
   s.global_batch = r.required_int(p, path, "global_batch");
@@ -836,6 +851,34 @@ ParallelPlan read_convnet_plan(const Reader& r, const json& root) {
     s.zero_stage = r.required_annotated_bool(p, path, "weight_update_sharding") ? 1 : 0;
   s.batch_norm_group = r.optional_int(p, path, "batch_norm_group", 1);
   return s;
+}
+
+// "batch_norm_tile": [x, y] on a torus machine (after its slice): each batch-norm group is an x-by-y
+// tile of chips (MLPerf v0.7's image_util.tile_group_assignment), in rows of the torus's x chips;
+// batch_norm_group, when given, must be x y (models/plan_rules.cpp checks the rest).
+void read_batch_norm_tile(const Reader& r, const json& root, Scenario& s) {
+  const json* v = Reader::find(root.at("plan"), "batch_norm_tile");
+  if (!v) return;
+  std::string path = "/plan/batch_norm_tile";
+  const MachineSpec& mc = s.machine;
+  if (mc.family != "torus")
+    r.fail(path, "expected no batch_norm_tile: machine " + quoted(mc.name) + " is not a torus (family " +
+                     quoted(mc.family) + ")");
+  const std::string expected = "[x, y], the tile's chips per row and rows";
+  if (v->is_object()) {
+    v = &r.annotated(*v, path, expected);
+    path += "/value";
+  }
+  if (!v->is_array() || v->size() != 2) r.fail(path, "expected " + expected + ", got " + describe(*v));
+  ParallelPlan& p = s.parallel;
+  p.batch_norm_tile_x = r.integer((*v)[0], path + "/0");
+  p.batch_norm_tile_y = r.integer((*v)[1], path + "/1");
+  p.batch_norm_row_devices = mc.torus.x;
+  const long long chips = static_cast<long long>(p.batch_norm_tile_x) * p.batch_norm_tile_y;
+  if (chips > p.data)
+    r.fail(path, "expected a tile of at most the plan's " + std::to_string(p.data) + " devices, got " +
+                     std::to_string(p.batch_norm_tile_x) + " x " + std::to_string(p.batch_norm_tile_y));
+  if (!Reader::find(root.at("plan"), "batch_norm_group")) p.batch_norm_group = static_cast<int>(chips);
 }
 
 // What the plan rules (models/plan_rules.hpp) need to know of the machine.
@@ -1239,6 +1282,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file) {
     s.training = read_convnet_training(r, root);
     s.parallel = read_convnet_plan(r, root);
     read_torus_slice(r, root, s);
+    read_batch_norm_tile(r, root, s);
     read_engine(r, root, s);
     s.resilience = read_resilience(r, root, s.machine);
     s.faults = read_faults(r, root, s.machine);

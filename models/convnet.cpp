@@ -313,24 +313,58 @@ DeviceMemory convnet_memory(const std::vector<CnnLayer>& layers, double images, 
   return m;
 }
 
-void place_data_parallel(Workload& w, int replicas, int bn_group) {
+// MLPerf v0.7 image_util.linear_2d(m, n): a ring order of an m x n tile as (row, column) pairs.
+std::vector<std::pair<int, int>> linear_2d(int m, int n) {
+  std::vector<std::pair<int, int>> out;
+  if (m == 1 || n == 1 || m % 2 != 0) {  // a line, or column by column
+    for (int i = 0; i < n * m; ++i) out.emplace_back(i % m, i / m);
+    return out;
+  }
+  for (int i = 0; i < m / 2; ++i) {
+    for (int j = 0; j < n; ++j) out.emplace_back(2 * i, j);
+    for (int j = n - 1; j >= 0; --j) out.emplace_back(2 * i + 1, j);
+  }
+  return out;
+}
+
+void place_data_parallel(Workload& w, const ParallelPlan& plan) {
+  const int replicas = plan.data;
   w.rank_count = replicas;
-  GroupTable dp, bn;
+  GroupTable dp;
   dp.members.emplace_back();
   for (int r = 0; r < replicas; ++r) {
     w.node_of_rank.push_back(r);
     w.class_of_rank.push_back(0);
     dp.members[0].push_back(r);
-    if (r % bn_group == 0) bn.members.emplace_back();
-    bn.members.back().push_back(r);
   }
   dp.index(replicas);
-  bn.index(replicas);
   w.groups["dp"] = dp;
-  w.groups["bn"] = bn;
+  w.groups["bn"] = batch_norm_groups(plan);
 }
 
 }  // namespace
+
+GroupTable batch_norm_groups(const ParallelPlan& plan) {
+  GroupTable bn;
+  const int size = plan.batch_norm_group;
+  if (plan.batch_norm_tile_x > 0) {
+    const int tx = plan.batch_norm_tile_x, ty = plan.batch_norm_tile_y, row = plan.batch_norm_row_devices;
+    const int tiles_per_row = row / tx;
+    const std::vector<std::pair<int, int>> order = linear_2d(ty, tx);
+    for (int g = 0; g < plan.data / size; ++g) {
+      const int x0 = (g % tiles_per_row) * tx, y0 = (g / tiles_per_row) * ty;
+      bn.members.emplace_back();
+      for (const auto& [r, c] : order) bn.members.back().push_back((y0 + r) * row + x0 + c);
+    }
+  } else {
+    for (int r = 0; r < plan.data; ++r) {
+      if (r % size == 0) bn.members.emplace_back();
+      bn.members.back().push_back(r);
+    }
+  }
+  bn.index(plan.data);
+  return bn;
+}
 
 ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy precision, const ParallelPlan& plan,
                                        ConvNetDevice device) {
@@ -341,7 +375,7 @@ ConvNetWorkload build_convnet_workload(const ConvNetSpec& spec, PrecisionPolicy 
   const double images = double(plan.global_batch) / plan.data;
   const Precision p = precision == PrecisionPolicy::fp32 ? Precision::fp32 : Precision::fp16;
   ConvNetWorkload out;
-  place_data_parallel(out.workload, plan.data, plan.batch_norm_group);
+  place_data_parallel(out.workload, plan);
   ConvNetGraph g(out.workload.programs[0], images, device, p, plan.batch_norm_group > 1);
   for (const CnnLayer& l : layers) g.forward(l);
   g.loss(spec.classes);

@@ -103,6 +103,14 @@ struct TiledMaps {
 };
 TiledMaps tiled_maps(double images_per_core, int channels, const ConvNetDevice& device);
 
+// The distributed batch-norm groups of a data-parallel plan (the "bn" role): batch_norm_group
+// consecutive ranks, or with a tile (ParallelPlan::batch_norm_tile_x/_y) each tile of
+// batch_norm_row_devices-wide rows as MLPerf v0.7's image_util.tile_group_assignment lays it out:
+// tile g at tile row g / tiles_per_row, tile column g % tiles_per_row, its members in linear_2d
+// order (rows of the tile taken in pairs, along the first and back along the second, so that each
+// member's successor, the last's included, is a neighbour). Assumes a valid plan (convnet_plan_problem).
+GroupTable batch_norm_groups(const ParallelPlan& plan);
+
 // The plan: data_parallel replicas (one per device), global_batch images, zero_stage 0 or 1
 // (weight-update sharding), batch_norm_group. Throws std::invalid_argument for a plan the model cannot take (tensor, pipeline
 // or expert parallelism, a batch the replicas or cores do not divide, a batch-norm group that does

@@ -20,15 +20,20 @@ namespace {
 struct StateBytes {
   double parameter, gradient, optimizer;
 };
-StateBytes state_bytes(PrecisionPolicy p, bool experts) {
+// Adafactor (factored, beta1 0) keeps no per-parameter state: a matrix's row and column vectors
+// (and a vector's own second moment) are not counted.
+StateBytes state_bytes(PrecisionPolicy p, bool experts, Optimizer o = Optimizer::adam) {
   const PrecisionPlan pp = precision_plan(p);
-  if (experts) return {bytes_per_element(pp.expert_param), bytes_per_element(pp.expert_grad), 8 + pp.expert_master_bytes};
-  return {bytes_per_element(pp.shared_param), bytes_per_element(pp.shared_grad), 8 + pp.shared_master_bytes};
+  const double moments = o == Optimizer::adafactor ? 0 : 8;
+  if (experts)
+    return {bytes_per_element(pp.expert_param), bytes_per_element(pp.expert_grad), moments + pp.expert_master_bytes};
+  return {bytes_per_element(pp.shared_param), bytes_per_element(pp.shared_grad), moments + pp.shared_master_bytes};
 }
 // The MoE gate's: the FFN's where the mode runs the gate with it (PrecisionPlan::gate_with_ffn).
-StateBytes gate_state_bytes(PrecisionPolicy p) {
+StateBytes gate_state_bytes(PrecisionPolicy p, Optimizer o) {
   const PrecisionPlan pp = precision_plan(p);
-  return {bytes_per_element(gate_param(pp)), bytes_per_element(gate_grad(pp)), 8 + gate_master_bytes(pp)};
+  const double moments = o == Optimizer::adafactor ? 0 : 8;
+  return {bytes_per_element(gate_param(pp)), bytes_per_element(gate_grad(pp)), moments + gate_master_bytes(pp)};
 }
 
 struct Partitioned {
@@ -214,13 +219,13 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   const int replicas = std::max(1, p.data / p.expert);
   const bool paro = p.paro && replicas > 1;
   const int zero = std::max(p.zero_stage, paro ? 1 : 0);
-  const StateBytes sb = state_bytes(t.precision, false);
+  const StateBytes sb = state_bytes(t.precision, false, t.optimizer);
   // The gates apart only where their bytes differ from the other dense parameters' (layerwise).
   const double gates = precision_plan(t.precision).gate_with_ffn ? dp.gates : 0;
   const int dense_shards = p.supernode_ranks > 0 ? p.supernode_ranks : p.gradient_replicas();
   const Partitioned d = partition(dense - gates, dense_shards, zero, sb);
-  const Partitioned g = partition(gates, dense_shards, zero, gate_state_bytes(t.precision));
-  const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true));
+  const Partitioned g = partition(gates, dense_shards, zero, gate_state_bytes(t.precision, t.optimizer));
+  const Partitioned x = partition(experts, replicas, zero, state_bytes(t.precision, true, t.optimizer));
   out.parameters_bytes = d.parameters_bytes + g.parameters_bytes + x.parameters_bytes;
   out.gradients_bytes = d.gradients_bytes + g.gradients_bytes + x.gradients_bytes;
   (p.offload_optimizer ? out.host_optimizer_state_bytes : out.optimizer_state_bytes) =
@@ -269,9 +274,9 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
 }
 
 double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters,
-                              double gate_parameters) {
-  const StateBytes shared = state_bytes(precision, false), experts = state_bytes(precision, true),
-                   gates = gate_state_bytes(precision);
+                              double gate_parameters, Optimizer optimizer) {
+  const StateBytes shared = state_bytes(precision, false, optimizer), experts = state_bytes(precision, true, optimizer),
+                   gates = gate_state_bytes(precision, optimizer);
   return (parameters - expert_parameters - gate_parameters) * (shared.parameter + shared.optimizer) +
          gate_parameters * (gates.parameter + gates.optimizer) + expert_parameters * (experts.parameter + experts.optimizer);
 }

@@ -127,9 +127,10 @@ DeviceMemory device_memory(const ModelSpec& model, const TrainingSpec& training,
 // optimizer state (Adam's two fp32 moments and the fp32 master copy where the precision mode keeps
 // one; the experts' row for expert_parameters, the gates' for gate_parameters (the experts' where
 // the mode runs the gate with the FFN, else the shared row), the shared row for the rest), as
-// device_memory counts them per device before ZeRO partitioning. Gradients are not saved.
+// device_memory counts them per device before ZeRO partitioning (no moments under Adafactor, as
+// there). Gradients are not saved.
 double checkpoint_state_bytes(PrecisionPolicy precision, double parameters, double expert_parameters,
-                              double gate_parameters);
+                              double gate_parameters, Optimizer optimizer = Optimizer::adam);
 
 // The largest-total stage.
 DeviceMemory worst_stage_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan);

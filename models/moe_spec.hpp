@@ -111,12 +111,26 @@ inline const char* to_string(ModelSpec::Architecture a) {
 // weights and Adam state; general plans); bf16: as fp16 in bfloat16, which runs at the same
 // tensor-core rate as fp16 on A100 and H100 (their datasheets' dense peaks; general plans).
 // fp8 (general plans): Transformer Engine's recipe, bf16 training with the linears' GEMMs in fp8
-// (models/transformer.hpp).
-enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2, fp8 };
+// (models/transformer.hpp). bf16_matmul (general plans): XLA's default precision on a TPU of the
+// BERT and GShard era, fp32 everywhere except the matrix unit, which rounds each matmul's fp32
+// operands to bf16 as it reads them (one pass, fp32 accumulation).
+enum class PrecisionPolicy { fp32, mixed, fp16, bf16, apex_o1, apex_o2, fp8, bf16_matmul };
 const char* to_string(PrecisionPolicy p);
 
 enum class GradSync { after_backward, overlap };
 const char* to_string(GradSync g);
+
+// The update rule (general plans; models/transformer.cpp costs its passes):
+//   adam       Adam / AdamW: one fused pass (12 flops, 28 bytes per fp32 parameter), two fp32 moments
+//   lamb       LAMB (You et al., arXiv 1904.00962, Algorithm 2): Adam's moments writing the update u,
+//              then per layer the two norms ||w|| and ||u|| and the trust-ratio step w -= lr r u
+//   adafactor  Adafactor as GShard's Lingvo example sets it (XLAShardingAdafactor: beta1 0, factored,
+//              multiply_by_parameter_scale, clipping_threshold 1; Shazeer & Stern, arXiv 1804.04235,
+//              Algorithm 4): row and column means of g^2, the update's and the weights' RMS, the step
+// LAMB's per-layer norms and Adafactor's row and column means would need their own reductions over
+// a sharded update: both are refused with weight-update sharding (models/plan_rules.cpp).
+enum class Optimizer { adam, lamb, adafactor };
+const char* to_string(Optimizer o);
 
 struct TrainingSpec {
   int seq_len = 0;
@@ -124,6 +138,7 @@ struct TrainingSpec {
   int micro_batches = 1;         // per step (gradient accumulation)
   PrecisionPolicy precision = PrecisionPolicy::fp32;
   GradSync grad_sync = GradSync::after_backward;
+  Optimizer optimizer = Optimizer::adam;
 };
 
 enum class Layout { moda, inverse };  // MoDa: replicas inside a supernode; inverse: all-to-all inside

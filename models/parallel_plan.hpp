@@ -105,6 +105,13 @@ struct ParallelPlan {
   // Convolutional networks: replicas (consecutive ranks) whose batch norm shares its statistics
   // (distributed batch normalization; 1: each replica's own).
   int batch_norm_group = 1;
+  // The group as a tile of the torus (MLPerf v0.7's image_util.tile_group_assignment): tile_x chips
+  // along a row by tile_y rows, the devices numbered row-major in rows of batch_norm_row_devices, the
+  // members in the code's ring order (linear_2d: along the tile's first row, back along its second,
+  // ...). 0: batch_norm_group consecutive ranks.
+  int batch_norm_tile_x = 0;
+  int batch_norm_tile_y = 0;
+  int batch_norm_row_devices = 0;
   // Innermost first: the first dimension's ranks are adjacent devices (inside a node).
   std::vector<ParallelDim> placement = {ParallelDim::tensor, ParallelDim::data, ParallelDim::pipeline};
 

@@ -337,6 +337,12 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
                                                 const PlanMachine* machine) {
   if (auto bad = general_model_problem(m, p)) return bad;
   if (auto bad = general_precision_problem(m, t, p, machine)) return bad;
+  // LAMB's per-layer norms and Adafactor's row and column means over a sharded update would need
+  // reductions of their own (not modelled): refused rather than costed as if unsharded.
+  if (t.optimizer != Optimizer::adam && (p.zero_stage >= 1 || p.offload_optimizer))
+    return problem(p.zero_stage >= 1 ? "/plan/zero_stage" : "/plan/offload_optimizer",
+                   std::string("expected no sharded or offloaded update with optimizer ") + quoted(to_string(t.optimizer)) +
+                       " (its per-layer statistics would need reductions across the shards, not modelled)");
   if (auto bad = general_split_problem(m, t, p)) return bad;
   if (auto bad = pipeline_problem(m, p)) return bad;
   return batch_and_devices_problem(p, machine);
@@ -392,6 +398,30 @@ std::optional<PlanProblem> moda_plan_problem(const ModelSpec& m, const TrainingS
   return moda_layout_problem(m, p);
 }
 
+namespace {
+
+// A batch-norm tile (ParallelPlan::batch_norm_tile_x/_y): its chips are the group, its width
+// divides the rows and whole rows of tiles hold the devices.
+std::optional<PlanProblem> batch_norm_tile_problem(const ParallelPlan& p) {
+  if (p.batch_norm_tile_x == 0 && p.batch_norm_tile_y == 0) return std::nullopt;
+  const std::string path = "/plan/batch_norm_tile";
+  const long long tile = static_cast<long long>(p.batch_norm_tile_x) * p.batch_norm_tile_y;
+  if (p.batch_norm_tile_x < 1 || p.batch_norm_tile_y < 1 || tile != p.batch_norm_group)
+    return problem(path, "expected [x, y] whose chips are the batch_norm_group (" + num(p.batch_norm_group) +
+                             "), got " + num(p.batch_norm_tile_x) + " x " + num(p.batch_norm_tile_y));
+  const int row = p.batch_norm_row_devices;
+  if (row < 1 || row % p.batch_norm_tile_x != 0)
+    return problem(path, "expected a tile width that divides the torus rows (" + num(row) + " chips), got " +
+                             num(p.batch_norm_tile_x));
+  if (p.data % (static_cast<long long>(row) * p.batch_norm_tile_y) != 0)
+    return problem(path, "expected the devices (" + num(p.data) + ") to fill whole rows of tiles (" + num(row) +
+                             " x " + num(p.batch_norm_tile_y) + " chips), got a tile " + num(p.batch_norm_tile_y) +
+                             " rows high");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<PlanProblem> convnet_plan_problem(const ParallelPlan& p, PrecisionPolicy precision,
                                                 const PlanMachine* machine, int cores) {
   // A scenario cannot express these (its convolutional plan has no such keys); a builder's caller can.
@@ -408,6 +438,7 @@ std::optional<PlanProblem> convnet_plan_problem(const ParallelPlan& p, Precision
   if (p.batch_norm_group < 1 || p.data % p.batch_norm_group != 0)
     return problem("/plan/batch_norm_group", "expected a divisor of devices (" + num(p.data) + "), got " +
                                                  num(p.batch_norm_group));
+  if (auto bad = batch_norm_tile_problem(p)) return bad;
   if (machine && p.data > machine->devices)
     return problem("/plan/devices", "expected at most the machine's " + num(machine->devices) + " " +
                                         machine->device_word + "s, got " + num(p.data));

@@ -30,6 +30,10 @@
 //   Autocast (apex_o1, and layerwise's attention): a half GEMM on fp32 parameters or fp32
 //   activations reads half copies made by cast kernels, and its half results are cast back to
 //   fp32 (models/transformer.cpp: autocast casts), as torch.autocast / APEX O1 do.
+//   bf16_matmul XLA's default precision on a TPU (TensorFlow BERT, 2019): parameters, gradients,
+//              activations and element-wise kernels in fp32, no master copy, no loss scaling;
+//              every matmul (the gate's and the logits' too) one bf16 pass on the MXU with fp32
+//              accumulation, its fp32 operands rounded as the MXU reads them (no cast kernels).
 //   fp8        Transformer Engine's recipe (general plans): the bf16 row; the transformer builder
 //              runs the layers' linears' GEMMs in fp8 with their casts and amax reduction
 //              (models/transformer.cpp), the memory model adds the weights' fp8 copies.
@@ -58,6 +62,10 @@ struct PrecisionPlan {
   // in a pass of their own (true) and bf16 has none (false).
   bool loss_scaling;
   bool main_grad_step;  // Megatron-LM's optimizer passes around Adam (fp16, bf16, fp8 rows)
+  // The matrix unit rounds a half GEMM's wider operands as it reads them (XLA on a TPU: an fp32
+  // dot at default precision is one bf16 pass with fp32 accumulation, google/jax#1856): the GEMM
+  // reads its operands in their stored precision and no cast kernel runs (bf16_matmul row).
+  bool operand_rounding_in_gemm;
   // The MoE gate's parameters follow the FFN's (expert_param, expert_grad, expert_master_bytes)
   // rather than the shared ones: the mode runs the whole MoE layer, gate included, as one half
   // module (layerwise). Otherwise the gate is a shared parameter like the attention's.

@@ -94,6 +94,7 @@ struct Dims {
   // fp8 (Transformer Engine): the transformer layers' linears run their GEMMs in fp8; the
   // attention core, the logits and the experts stay in the row's precisions.
   bool fp8 = false;
+  Optimizer optimizer = Optimizer::adam;
 };
 
 double Dims::masked_tokens() const { return std::ceil(model.masked_fraction * s) * b; }
@@ -273,6 +274,36 @@ class StageBuilder {
                       CollectiveKind::all_gather, CollectiveAlgorithm::ring, "supernode", dense_param_bytes, {adam});
     }
   }
+  // The update rule's passes on `shard` fp32 parameters (models/moe_spec.hpp Optimizer), per parameter:
+  //   adam       the adam kernel, one pass (12 flops, 28 bytes: read g, w, m, v, write w, m, v)
+  //   lamb       the adam kernel's moments, writing the update u in place of w (12 flops, 28 bytes);
+  //              the two norms of each layer, ||w|| and ||u||, in one pass (read w and u: 4 flops,
+  //              8 bytes); the trust-ratio step w -= lr (||w|| / ||u||) u (read w and u, write w:
+  //              2 flops, 12 bytes)
+  //   adafactor  beta1 0, factored second moments: g^2 + eps summed along rows and columns (read g:
+  //              4 flops, 4 bytes; the row and column vectors are negligible); the update
+  //              u = g r_i c_j (r, c: the factored 1 / sqrt of the second moment) with the sums of u^2
+  //              and of w^2 for clipping and the parameter scale (read g and w: 6 flops, 8 bytes); the
+  //              step w -= lr max(eps2, RMS(w)) u / max(1, RMS(u)), u recomputed (read w and g, write w:
+  //              4 flops, 12 bytes)
+  // Each is one memory-bound kernel at the streaming (residual add) efficiency but the adam kernel's.
+  long optimizer_step(const std::string& name, const std::string& label, double shard, std::vector<long> after) {
+    if (x_.optimizer == Optimizer::adam) return b_.optimizer_update(name, label, shard, after);
+    const auto pass = [&](const char* what, double flops, double bytes) {
+      after = {b_.memory(name + what, label + what, Phase::optimizer, Kernel::residual_add, Precision::fp32,
+                         elements(shard), flops * shard, bytes * shard, after)};
+    };
+    if (x_.optimizer == Optimizer::lamb) {
+      after = {b_.optimizer_update(name + ".lamb_moments", label + ".lamb_moments", shard, after)};
+      pass(".lamb_norms", 4, 8);
+      pass(".lamb_step", 2, 12);
+    } else {
+      pass(".adafactor_moments", 4, 4);
+      pass(".adafactor_rms", 6, 8);
+      pass(".adafactor_step", 4, 12);
+    }
+    return after[0];
+  }
   // Adam on `shard` parameters named `what` ("L3.opt.expert"), with APEX O2's passes where the
   // mode keeps fp32 master weights: the reduced half gradients unscaled into fp32 master
   // gradients, and the updated master weights copied back into the model's half weights.
@@ -288,7 +319,7 @@ class StageBuilder {
     if (passes)
       after = {b_.memory(what + "_master_grad", label + "_master_grad", Phase::optimizer, Kernel::residual_add,
                          Precision::fp32, elements(shard), shard, shard * (grad_bytes + 4), after)};
-    long adam = b_.optimizer_update(what + "_adam", label + "_adam", shard, after);
+    long adam = optimizer_step(what + "_adam", label + "_adam", shard, after);
     if (passes)
       adam = b_.memory(what + "_master_to_model", label + "_master_to_model", Phase::optimizer, Kernel::residual_add,
                        Precision::fp32, elements(shard), 0, shard * (4 + param_bytes), {adam});
@@ -309,7 +340,7 @@ class StageBuilder {
     pass("_main_grad", 0, shard * (grad_bytes + 4));
     if (x_.pp.loss_scaling) pass("_unscale", shard, shard * 8);
     pass("_grad_norm", 2 * shard, shard * 4);
-    after = {b_.optimizer_update(what + "_adam", label + "_adam", shard, after)};
+    after = {optimizer_step(what + "_adam", label + "_adam", shard, after)};
     pass("_master_to_model", 0, shard * (4 + param_bytes));
     pass("_zero_grad", 0, shard * grad_bytes);
     return after[0];
@@ -343,7 +374,7 @@ class StageBuilder {
                                                             bytes_per_element(param_precision), shard, adam_deps)
                       : x_.pp.main_grad_step ? main_grad_update(group + ".opt." + group, grad_bytes / params,
                                                                 bytes_per_element(param_precision), shard, adam_deps)
-                                             : b_.optimizer_update(group + ".opt.adam", "adam", shard, adam_deps);
+                                             : optimizer_step(group + ".opt.adam", "adam", shard, adam_deps);
     // ZeRO 1 and 2 all-gather the updated parameters; ZeRO 3 keeps each shard and gathers a layer's
     // parameters before its forward and its backward instead (zero3_gather). Under grad_sync
     // overlap the dense parameters' gathers run at the step's start instead, overlapped with the
@@ -568,7 +599,10 @@ class StageBuilder {
     return {fp8_linear(lin) ? Precision::fp8 : x_.gemm, x_.storage};
   }
   // The precision a GEMM's operands are read in: its own when autocast made half copies of them.
-  static Precision operands(Precision gemm, Precision kept) { return narrower(gemm, kept) ? gemm : kept; }
+  // (Where the matrix unit rounds them as it reads them, its operands are read as kept.)
+  Precision operands(Precision gemm, Precision kept) const {
+    return narrower(gemm, kept) && !x_.pp.operand_rounding_in_gemm ? gemm : kept;
+  }
   // A linear's parameters: the FFN's (the experts' in an MoE layer) or the shared ones.
   Precision linear_param(const std::string& label) const {
     return label == "ffn1" || label == "ffn2" ? x_.pp.expert_param : x_.pp.shared_param;
@@ -588,7 +622,7 @@ class StageBuilder {
   // GEMMs cast nothing and the names were a sweep's largest allocation.)
   void autocast(const std::string& n, const char* what, const char* label, Phase ph, Precision gemm, Precision kept,
                 double rows, double cols) {
-    if (!narrower(gemm, kept) || rows * cols <= 0) return;
+    if (!narrower(gemm, kept) || rows * cols <= 0 || x_.pp.operand_rounding_in_gemm) return;
     last_ = b_.memory(n + what + ".autocast", label, ph, Kernel::token_permute, Precision::fp32, rows_cols(rows, cols), 0,
                       rows * cols * (bytes_per_element(kept) + bytes_per_element(gemm)), deps());
   }
@@ -1220,6 +1254,7 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.ffn_storage = x.pp.ffn_act;
   x.gate_gemm = x.pp.gate_gemm;
   x.fp8 = t.precision == PrecisionPolicy::fp8;
+  x.optimizer = t.optimizer;
   x.ea = bytes_per_element(x.storage);
   x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;

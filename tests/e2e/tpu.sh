@@ -27,6 +27,12 @@ gpt["model"]["stages"] = [3, 4, 6, 3]
 json.dump(gpt, open(f"{d}/bad-cnn-key.json", "w"))
 bn = dict(s, plan={"devices": 16, "global_batch": 1024, "batch_norm_group": 3})
 json.dump(bn, open(f"{d}/bad-bn-group.json", "w"))
+tile = dict(s, plan={"devices": 16, "global_batch": 1024, "batch_norm_group": 4, "batch_norm_tile": [3, 1]})
+json.dump(tile, open(f"{d}/bad-bn-tile.json", "w"))
+gpu_tile = json.load(open("scenarios/tpu/resnet50-tpu-v3-1024.json"))
+gpu_tile["machine"] = "selene-dgx-a100"
+gpu_tile["plan"] = {"devices": 16, "global_batch": 1024, "batch_norm_tile": [2, 2]}
+json.dump(gpu_tile, open(f"{d}/bad-bn-tile-machine.json", "w"))
 big = dict(s, plan={"devices": 32, "global_batch": 1024})
 json.dump(big, open(f"{d}/bad-devices.json", "w"))
 dev = json.load(open("topologies/devices/tpu-v3.json"))
@@ -72,6 +78,8 @@ check_bad() {  # file, expected path
 check_bad bad-transformer-key.json /model/layers
 check_bad bad-cnn-key.json /model/stages
 check_bad bad-bn-group.json /plan/batch_norm_group
+check_bad bad-bn-tile.json /plan/batch_norm_tile
+check_bad bad-bn-tile-machine.json /plan/batch_norm_tile
 check_bad bad-devices.json /plan/devices
 check_bad bad-matrix-unit.json /machine/device/matrix_unit/columns
 # The families' bad input: a torus slice whose shape is not the plan's device count, or outside

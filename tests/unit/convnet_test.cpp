@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/convnet.hpp"
 
@@ -115,12 +116,64 @@ TEST_CASE("distributed batch norm and weight-update sharding add their collectiv
   CHECK(w.memory.optimizer_state_bytes == doctest::Approx(4.0 * 25557032 / 8));
 }
 
+TEST_CASE("batch-norm tiles: MLPerf's 2 x 2 chips in ring order, tiles along the rows first") {
+  ParallelPlan plan = data_parallel(32, 512);  // an 8 x 4 torus, rows of 8 chips
+  plan.batch_norm_group = 4;
+  plan.batch_norm_tile_x = 2;
+  plan.batch_norm_tile_y = 2;
+  plan.batch_norm_row_devices = 8;
+  GroupTable bn = batch_norm_groups(plan);
+  REQUIRE(bn.members.size() == 8);
+  // tile 0: chips (0,0) (1,0) along row 0, back (1,1) (0,1) along row 1: every successor one hop away
+  CHECK(bn.members[0] == std::vector<int>{0, 1, 9, 8});
+  CHECK(bn.members[1] == std::vector<int>{2, 3, 11, 10});
+  CHECK(bn.members[4] == std::vector<int>{16, 17, 25, 24});  // the second row of tiles
+  CHECK(bn.group_of_rank[25] == 4);
+  CHECK(bn.index_in_group[25] == 2);
+  // 2 wide, 4 high: rows in pairs, along and back
+  plan.batch_norm_group = 8;
+  plan.batch_norm_tile_y = 4;
+  bn = batch_norm_groups(plan);
+  CHECK(bn.members[1] == std::vector<int>{2, 3, 11, 10, 18, 19, 27, 26});
+  // an odd number of rows: linear_2d goes column by column
+  plan = data_parallel(24, 480);
+  plan.batch_norm_group = 6;
+  plan.batch_norm_tile_x = 2;
+  plan.batch_norm_tile_y = 3;
+  plan.batch_norm_row_devices = 8;
+  bn = batch_norm_groups(plan);
+  CHECK(bn.members[0] == std::vector<int>{0, 8, 16, 1, 9, 17});
+  // without a tile: consecutive ranks
+  plan.batch_norm_tile_x = plan.batch_norm_tile_y = plan.batch_norm_row_devices = 0;
+  CHECK(batch_norm_groups(plan).members[1] == std::vector<int>{6, 7, 8, 9, 10, 11});
+}
+
 TEST_CASE("convolutional plans the model cannot take are refused") {
   ParallelPlan p = data_parallel(4, 256);
   p.tensor = 2;
   CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
   p = data_parallel(4, 256);
   p.batch_norm_group = 3;
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
+  // batch-norm tiles: chips other than the group's, a width that does not divide the rows, a
+  // height that leaves a partial row of tiles
+  p = data_parallel(32, 512);
+  p.batch_norm_group = 4;
+  p.batch_norm_row_devices = 8;
+  p.batch_norm_tile_x = 4;
+  p.batch_norm_tile_y = 2;
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
+  p.batch_norm_group = 8;
+  p.batch_norm_tile_x = 8;
+  p.batch_norm_tile_y = 1;
+  CHECK_NOTHROW(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}));
+  p.batch_norm_row_devices = 12;
+  CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
+  p = data_parallel(20, 320);  // 2 x 2 tiles in rows of 8: 20 chips fill two rows and half a third
+  p.batch_norm_group = 4;
+  p.batch_norm_row_devices = 8;
+  p.batch_norm_tile_x = 2;
+  p.batch_norm_tile_y = 2;
   CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{1}), std::invalid_argument);
   p = data_parallel(4, 12);  // 3 images per device over 2 cores
   CHECK_THROWS_AS(build_convnet_workload(resnet50(), PrecisionPolicy::fp16, p, ConvNetDevice{2}), std::invalid_argument);

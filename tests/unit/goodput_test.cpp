@@ -85,6 +85,8 @@ TEST_CASE("goodput: the checkpoint holds each parameter's working copy and optim
   // ... and its gates with the experts (half, fp32 master: 2 + 4 + 8); under fp32 a gate is shared.
   CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 1e8) == doctest::Approx(3e8 * 12 + 7e8 * 14));
   CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8) == doctest::Approx(12e9));
+  // Adafactor keeps no per-parameter moments (its factored statistics are not counted): 4 bytes each.
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8, Optimizer::adafactor) == doctest::Approx(4e9));
 }
 
 TEST_CASE("goodput: a job's components per machine family") {

@@ -545,3 +545,35 @@ TEST_CASE("moe model: autocast casts and loss scaling, counted by hand") {
   CHECK(bytes_of(PrecisionPolicy::apex_o1, "expert_unscale") == 2 * 140 * 8);
   CHECK(bytes_of(PrecisionPolicy::fp32, "shared_unscale") == 0);
 }
+
+// XLA's default precision on a TPU (bf16_matmul): the GEMMs run in half like O1's, but the matrix
+// unit rounds their fp32 operands as it reads them: no cast kernels, the GEMM reads fp32 (twice
+// O1's bytes for the same product), everything else as fp32, no loss scaling, no master copy.
+TEST_CASE("moe model: bf16_matmul, half GEMMs on fp32 operands without casts, counted by hand") {
+  auto build_in = [&](PrecisionPolicy p) {
+    TrainingSpec t = tiny_training();
+    t.precision = p;
+    return build(t);
+  };
+  const ModaWorkload xla = build_in(PrecisionPolicy::bf16_matmul), o1 = build_in(PrecisionPolicy::apex_o1);
+  const StepGraph &g = xla.step.workload.programs[0], &g1 = o1.step.workload.programs[0];
+  auto work = [](const StepGraph& gr, const std::string& name) {
+    return std::get<ComputeWork>(gr[op_named(gr, "mb0.c0." + name)].work);
+  };
+  CHECK(work(g, "L0.fwd.attn_qkv").precision == Precision::fp16);
+  CHECK(work(g, "L0.fwd.expert_ffn1").precision == Precision::fp16);
+  CHECK(work(g, "L0.fwd.gate").precision == Precision::fp16);
+  CHECK(work(g, "L0.fwd.attn_layernorm").precision == Precision::fp32);
+  // the same GEMM, its operands read in fp32 (4 bytes) instead of O1's half copies (2 bytes)
+  CHECK(work(g, "L0.fwd.attn_qkv").bytes == doctest::Approx(2 * work(g1, "L0.fwd.attn_qkv").bytes));
+  CHECK(work(g, "L0.fwd.attn_qkv").flops == work(g1, "L0.fwd.attn_qkv").flops);
+  for (OpId v = 0; v < boost::num_vertices(g); ++v) {
+    CHECK(g[v].label.rfind("autocast", 0) == std::string::npos);
+    CHECK(g[v].label.find("unscale") == std::string::npos);
+  }
+  // fp32 tokens in the all-to-all (T k d x 4 bytes); fp32 parameters, no master copy
+  CHECK(std::get<CollectiveWork>(g[op_named(g, "mb0.c0.L0.fwd.dispatch")].work).bytes == 8 * 8 * 4);
+  const double e = 2 * kExpertParams, d = 2 * kDensePerLayer;
+  CHECK(xla.step.memory.parameters_bytes == e * 4 + d * 4);
+  CHECK(xla.step.memory.optimizer_state_bytes == o1.step.memory.optimizer_state_bytes);
+}

@@ -1,7 +1,9 @@
 // Megatron-LM's mixed-precision optimizer step (models/transformer.cpp main_grad_update): the
-// passes around Adam and their bytes per parameter, by hand, for the fp16, bf16 and fp32 rows.
+// passes around Adam and their bytes per parameter, by hand, for the fp16, bf16 and fp32 rows;
+// LAMB's and Adafactor's passes (optimizer_step) by hand in fp32.
 #include <doctest/doctest.h>
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <variant>
@@ -24,11 +26,14 @@ ModelSpec small_gpt() {
   return m;
 }
 
-// Bytes of each optimizer-phase compute op by label (each label appears once: one replica, no ZeRO).
-std::map<std::string, double> optimizer_bytes(PrecisionPolicy precision) {
+// Bytes (or flops) of each optimizer-phase compute op by label (each label appears once: one
+// replica, no ZeRO).
+std::map<std::string, double> optimizer_bytes(PrecisionPolicy precision, Optimizer o = Optimizer::adam,
+                                              bool flops = false) {
   TrainingSpec t;
   t.seq_len = 128;
   t.precision = precision;
+  t.optimizer = o;
   ParallelPlan p;
   p.micro_batch = 1;
   p.global_batch = 1;
@@ -39,7 +44,7 @@ std::map<std::string, double> optimizer_bytes(PrecisionPolicy precision) {
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work))
       if (g[v].phase == Phase::optimizer) {
         CHECK(out.count(g[v].label) == 0);
-        out[g[v].label] = c->bytes;
+        out[g[v].label] = flops ? c->flops : c->bytes;
       }
   return out;
 }
@@ -67,4 +72,54 @@ TEST_CASE("optimizer step: bf16 has no grad scaler, fp32 only Adam") {
   const auto fp32 = optimizer_bytes(PrecisionPolicy::fp32);
   CHECK(fp32.size() == 1);
   CHECK(fp32.count("adam") == 1);
+}
+
+// Per parameter, on one replica in fp32 (every parameter updated once: n = the model's parameters).
+TEST_CASE("optimizer step: LAMB's norms and trust-ratio step, Adafactor's factored passes, by hand") {
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::fp32;
+  ParallelPlan p;
+  p.micro_batch = 1;
+  p.global_batch = 1;
+  const double n = build_transformer_workload(small_gpt(), t, p).parameters;
+  REQUIRE(n > 0);
+  const auto adam = optimizer_bytes(PrecisionPolicy::fp32);
+  REQUIRE(adam.count("adam") == 1);
+  CHECK(adam.at("adam") == doctest::Approx(28 * n));
+  // Each pass's bytes and flops per parameter, by label.
+  struct Pass {
+    const char* label;
+    double bytes, flops;
+  };
+  const auto check = [&](Optimizer o, std::initializer_list<Pass> passes) {
+    const auto bytes = optimizer_bytes(PrecisionPolicy::fp32, o), flops = optimizer_bytes(PrecisionPolicy::fp32, o, true);
+    CHECK(bytes.size() == passes.size());
+    for (const Pass& pass : passes) {
+      INFO(to_string(o), " ", pass.label);
+      REQUIRE(bytes.count(pass.label) == 1);
+      CHECK(bytes.at(pass.label) == doctest::Approx(pass.bytes * n));
+      CHECK(flops.at(pass.label) == doctest::Approx(pass.flops * n));
+    }
+  };
+  // LAMB: Adam's moments writing u (28 bytes, 12 flops), the norms of w and u (8, 4), the step (12, 2)
+  check(Optimizer::lamb, {{"adam.lamb_moments", 28, 12}, {"adam.lamb_norms", 8, 4}, {"adam.lamb_step", 12, 2}});
+  // Adafactor: g^2 by rows and columns (4 bytes, 4 flops), the RMS of u and w (8, 6), the step (12, 4)
+  check(Optimizer::adafactor,
+        {{"adam.adafactor_moments", 4, 4}, {"adam.adafactor_rms", 8, 6}, {"adam.adafactor_step", 12, 4}});
+}
+
+TEST_CASE("optimizer state: Adafactor keeps no per-parameter moments, LAMB Adam's two") {
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::fp32;
+  ParallelPlan p;
+  p.micro_batch = 1;
+  p.global_batch = 1;
+  const double adam = build_transformer_workload(small_gpt(), t, p).memory.optimizer_state_bytes;
+  t.optimizer = Optimizer::lamb;
+  CHECK(build_transformer_workload(small_gpt(), t, p).memory.optimizer_state_bytes == adam);
+  t.optimizer = Optimizer::adafactor;
+  CHECK(build_transformer_workload(small_gpt(), t, p).memory.optimizer_state_bytes == 0);
+  CHECK(adam > 0);
 }

@@ -133,3 +133,24 @@ TEST_CASE("plan rules: a convolutional network's plan") {
   REQUIRE(bad);
   CHECK(bad->json_path == "/plan/devices");
 }
+
+TEST_CASE("plan rules: LAMB and Adafactor refuse a sharded or offloaded update, Adam takes both") {
+  TrainingSpec t = fp16();
+  ParallelPlan p = data_plan(4, 2, 8);
+  p.zero_stage = 1;
+  CHECK_FALSE(general_plan_problem(small_gpt(), t, p, nullptr));
+  for (const Optimizer o : {Optimizer::lamb, Optimizer::adafactor}) {
+    t.optimizer = o;
+    auto bad = general_plan_problem(small_gpt(), t, p, nullptr);
+    REQUIRE(bad);
+    CHECK(bad->json_path == "/plan/zero_stage");
+    p.zero_stage = 0;
+    CHECK_FALSE(general_plan_problem(small_gpt(), t, p, nullptr));
+    p.offload_optimizer = true;
+    bad = general_plan_problem(small_gpt(), t, p, nullptr);
+    REQUIRE(bad);
+    CHECK(bad->json_path == "/plan/offload_optimizer");
+    p.offload_optimizer = false;
+    p.zero_stage = 1;
+  }
+}

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/unit/ideal_machine.hpp"
+#include "models/convnet.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -58,8 +59,10 @@ Workload one_collective(const TorusNetwork& net, CollectiveKind kind, double byt
   return w;
 }
 
-// Simulates in a forked child; returns the step time (negative when the child failed).
-double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fidelity fid) {
+// Simulates the workload `make` builds on an x-by-y torus in a forked child; returns the step time
+// (negative when the child failed).
+double simulate_workload_in_child(int x, int y, const std::function<Workload(const TorusNetwork&)>& make,
+                                  Fidelity fid) {
   std::cout.flush();
   std::fflush(nullptr);
   int p[2];
@@ -72,7 +75,7 @@ double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fideli
     try {
       const MachineSpec m = torus(x, y);
       const TorusNetwork net(m, Precision::fp16);
-      const Workload w = one_collective(net, kind, bytes);
+      const Workload w = make(net);
       const RooflineCostModel cost(device_profile_of(m));
       t = simulate(w, net, cost, EngineOptions{fid}).step_time_s;
     } catch (const std::exception& e) {
@@ -92,6 +95,28 @@ double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fideli
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return got == sizeof t ? t : -1;
+}
+
+double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fidelity fid) {
+  return simulate_workload_in_child(x, y, [&](const TorusNetwork& net) { return one_collective(net, kind, bytes); },
+                                    fid);
+}
+
+// ResNet-50's batch-norm groups of 4 chips on a torus with rows of `row` chips, each group's
+// statistics all-reduced once (a ring, as models/convnet.cpp asks; the torus adopts its collectives).
+Workload batch_norm_all_reduce(const TorusNetwork& net, bool tile, double bytes) {
+  ParallelPlan plan;
+  plan.data = net.node_count();
+  plan.batch_norm_group = 4;
+  if (tile) {
+    plan.batch_norm_tile_x = plan.batch_norm_tile_y = 2;
+    plan.batch_norm_row_devices = net.x_size();
+  }
+  Workload w = test::one_collective_workload(plan.data, CollectiveWork{CollectiveKind::all_reduce,
+                                                                       CollectiveAlgorithm::ring, "all", bytes});
+  w.groups["all"] = batch_norm_groups(plan);
+  adopt_torus_collectives(w, net);
+  return w;
 }
 
 double torus_all_reduce_closed_form(int x, int y, double bytes) {
@@ -212,4 +237,25 @@ TEST_CASE("folding on an 8 x 8 torus: the all-at-once all_to_all matches exhaust
   MESSAGE("exhaustive ", ex, " s, folded ", fo, " s");
   REQUIRE(ex > 0);
   CHECK(std::fabs(fo - ex) <= 0.02 * ex);
+}
+
+TEST_CASE("batch-norm groups on an 8 x 4 torus: a 2 x 2 tile's ring is one hop a step, 4 chips of a row pay the wrap") {
+  // Ring all-reduce over 4 chips: 2 (4 - 1) = 6 steps, each member sending B/4 to its successor.
+  // The 2 x 2 tile (MLPerf's ring order 0, 1, 9, 8): every send one link (x+, y+, x-, y-), no two
+  // on one link: 6 (L + B / 4 / link). Four chips of a row (0, 1, 2, 3): the closing send 3 -> 0
+  // takes 3 hops along x- (5 the other way round the 8-chip row), alone on those links, and the
+  // step waits for it: 6 (3 L + B / 4 / link).
+  const double bytes = 4e6;
+  const double tile_s = 6 * (kLat + bytes / 4 / kLink), row_s = 6 * (3 * kLat + bytes / 4 / kLink);
+  CHECK(tile_s == doctest::Approx(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, bytes)
+                                      .alpha_beta_time_s(kLat, kLink)));
+  for (const Fidelity fid : {Fidelity::exhaustive, Fidelity::folded}) {
+    const double tile = simulate_workload_in_child(
+        8, 4, [&](const TorusNetwork& net) { return batch_norm_all_reduce(net, true, bytes); }, fid);
+    const double row = simulate_workload_in_child(
+        8, 4, [&](const TorusNetwork& net) { return batch_norm_all_reduce(net, false, bytes); }, fid);
+    MESSAGE("tile ", tile, " s (hand ", tile_s, "), row ", row, " s (hand ", row_s, ")");
+    CHECK(tile == doctest::Approx(tile_s).epsilon(1e-6));
+    CHECK(row == doctest::Approx(row_s).epsilon(1e-6));
+  }
 }
