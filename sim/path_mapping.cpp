@@ -47,6 +47,8 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
                                  std::to_string(l.instance) + ", which holds no rank");
       const FoldedDomain& d = it->second;
       const int id = link_id(l.kind, d.instance, k.bandwidth_Bps * d.bandwidth_factor / d.per, d.weighted);
+      if (degraded_shared_.size() <= static_cast<size_t>(id)) degraded_shared_.resize(id + 1, 0);
+      degraded_shared_[id] = d.bandwidth_factor != 1;
       const FoldedDomain& source = d.weighted ? domains.at(net_.domain_of(l.kind, src_node)) : d;
       out.insert(out.end(), static_cast<size_t>(d.weight(slot, source)), id);  // its weight: see folding.hpp
       if (d.weighted) hidden_s += k.latency_s;
@@ -59,6 +61,12 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
 double PathMap::hidden_latency_s(const std::vector<int>& route) const {
   auto it = hidden_latency_s_.find(route);
   return it == hidden_latency_s_.end() ? 0.0 : it->second;
+}
+
+bool PathMap::crosses_degraded_shared_link(const std::vector<int>& route) const {
+  for (int l : route)
+    if (static_cast<size_t>(l) < degraded_shared_.size() && degraded_shared_[l]) return true;
+  return false;
 }
 
 int PathMap::route_id(int slot, int src_node, int dst_node) {

@@ -45,6 +45,9 @@ class PathMap {
   // Folded: the latency of the route's weighted folded links (folding.hpp), which list it once
   // per unit of weight and so carry none in SimGrid: the flow waits it as a delay instead.
   double hidden_latency_s(const std::vector<int>& route) const;
+  // Folded: whether the route crosses a shared folded link that runs at another fraction of its
+  // kind's bandwidth (a degraded uplink: Network::bandwidth_factor != 1).
+  bool crosses_degraded_shared_link(const std::vector<int>& route) const;
   // The latency of the real path from src_node to dst_node (0 inside a node): what any route of
   // it carries, whoever sends (a folded route's latency equals it, see route_latency_s).
   double path_latency_s(int src_node, int dst_node) const;
@@ -75,6 +78,7 @@ class PathMap {
   std::vector<std::vector<int>> interned_routes_;       // id -> route
   std::map<std::pair<int, int>, std::vector<int>> routes_;
   std::vector<int> slot_endpoint_;
+  std::vector<char> degraded_shared_;  // link id -> a shared folded link at bandwidth factor != 1
   std::map<std::vector<int>, double> hidden_latency_s_;  // route -> its hidden latency (when any)
 };
 
