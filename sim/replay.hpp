@@ -146,7 +146,7 @@ class Replay {
         fid_(f),
         overhead_s_(net.message_overhead_s()),
         fold_(fold_ranks(w, net, f)),
-        paths_(net, fold_) {}
+        paths_(net, fold_, w) {}
 
   SimResult run();
 
