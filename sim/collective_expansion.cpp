@@ -203,7 +203,8 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       if (snd.bytes <= 0) continue;
       const int dst_node = w_.node_of_rank[members[snd.peer]];
       const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
-      if (run.steps > 0 && route != run.route) flush();
+      // a degraded shared link: one flow per step (FoldedRun, replay.hpp)
+      if (run.steps > 0 && (route != run.route || paths_.crosses_degraded_shared_link(route))) flush();
       run.route = route;
       run.bytes += snd.bytes;
       run.steps++;

@@ -73,6 +73,11 @@ class Network {
   // node's NIC): 1 unless a network says otherwise. For a node-private kind the instance is
   // the node.
   virtual double bandwidth_factor(int /*kind*/, int /*instance*/) const { return 1; }
+  // Whether routes go around failed elements (a torus with failed chips or cables): the traffic
+  // is then not symmetric (a spare chip's ring hop crosses three links, a detour crosses chips
+  // that no mirrored flow does), so folding maps a route's hops on other nodes' private links to
+  // those nodes' links (path_mapping.hpp). false unless a network says otherwise.
+  virtual bool routes_around_failures() const { return false; }
   // How many times its cost a compute op takes on `node` (a slow node): 1 unless a network says
   // otherwise.
   virtual double compute_factor(int /*node*/) const { return 1; }

@@ -1,11 +1,14 @@
 #include "sim/path_mapping.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace exasim {
 
-PathMap::PathMap(const Network& net, const Folding& folding) : net_(net), folding_(folding) {
+PathMap::PathMap(const Network& net, const Folding& folding, const Workload& w) : net_(net), folding_(folding) {
   if (folding_.fidelity != Fidelity::folded) return;
+  slot_of_node_.assign(static_cast<size_t>(net.node_count()), -1);
+  for (int r = w.rank_count - 1; r >= 0; --r) slot_of_node_.at(w.node_of_rank[r]) = folding_.slot_standing_for(w, r);
   const size_t slots = folding_.slot_rank.size();
   slot_endpoint_.resize(slots);
   for (size_t s = 0; s < slots; ++s) {
@@ -33,10 +36,15 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
   out.reserve(p.size());
   const auto& kinds = net_.link_kinds();
   double hidden_s = 0;  // the latency of weighted folded links, which SimGrid does not see
+  const bool detour = folding_.fidelity == Fidelity::folded && net_.routes_around_failures();
   for (const LinkRef& l : p) {
     const LinkKind& k = kinds.at(l.kind);
     if (folding_.fidelity == Fidelity::exhaustive)
       out.push_back(link_id(l.kind, l.instance, k.bandwidth_Bps * net_.bandwidth_factor(l.kind, l.instance)));
+    else if (k.node_private && detour && l.instance != src_node && l.instance != dst_node) {
+      const int id = detour_link(l);
+      if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+    }
     else if (k.node_private)  // the representative's own link (src_node is the representative's node)
       out.push_back(link_id(l.kind, slot, k.bandwidth_Bps * net_.bandwidth_factor(l.kind, src_node)));
     else {
@@ -47,6 +55,8 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
                                  std::to_string(l.instance) + ", which holds no rank");
       const FoldedDomain& d = it->second;
       const int id = link_id(l.kind, d.instance, k.bandwidth_Bps * d.bandwidth_factor / d.per, d.weighted);
+      if (degraded_shared_.size() <= static_cast<size_t>(id)) degraded_shared_.resize(id + 1, 0);
+      degraded_shared_[id] = d.bandwidth_factor != 1;
       const FoldedDomain& source = d.weighted ? domains.at(net_.domain_of(l.kind, src_node)) : d;
       out.insert(out.end(), static_cast<size_t>(d.weight(slot, source)), id);  // its weight: see folding.hpp
       if (d.weighted) hidden_s += k.latency_s;
@@ -56,9 +66,25 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
   return out;
 }
 
+// A hop of a route around failures on another node's private link (see path_mapping.hpp): the link
+// of the slot standing for that node's rank, or a link of the node's own (instances past the slots)
+// when it has no rank.
+int PathMap::detour_link(const LinkRef& l) {
+  const double bw = net_.link_kinds().at(l.kind).bandwidth_Bps * net_.bandwidth_factor(l.kind, l.instance);
+  const int owner = slot_of_node_.at(l.instance);
+  if (owner >= 0) return link_id(l.kind, owner, bw);
+  return link_id(l.kind, static_cast<int>(folding_.slot_rank.size()) + l.instance, bw);
+}
+
 double PathMap::hidden_latency_s(const std::vector<int>& route) const {
   auto it = hidden_latency_s_.find(route);
   return it == hidden_latency_s_.end() ? 0.0 : it->second;
+}
+
+bool PathMap::crosses_degraded_shared_link(const std::vector<int>& route) const {
+  for (int l : route)
+    if (static_cast<size_t>(l) < degraded_shared_.size() && degraded_shared_[l]) return true;
+  return false;
 }
 
 int PathMap::route_id(int slot, int src_node, int dst_node) {

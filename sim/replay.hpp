@@ -122,7 +122,15 @@ struct PendingRecv {
 // `start`, once those classes' representatives have reached the same collective (resolved once
 // every task exists).
 // Folded: a run of consecutive single-flow steps of a representative's collective over one
-// route, merged into one flow (collective_expansion.cpp).
+// route, merged into one flow (collective_expansion.cpp). The merge assumes that the
+// representatives sharing the run's folded links transfer in phase, which holds when every
+// domain's links run at their kind's speed. A step over a degraded shared link
+// (PathMap::crosses_degraded_shared_link) is a flow of its own: the classes beside that link run
+// its steps out of phase (one class's first step stays inside its supernode, so it runs a step
+// ahead of the other), and their transfers overlap the other's latency between steps; merged,
+// every representative sent all of its bytes at once after all the latencies, sharing the
+// degraded link with every other for the whole run (+10.9 % on the half-bandwidth uplink case of
+// tests/unit/folding_test.cpp; with zero link latency the gap was -0.8 % merged).
 struct FoldedRun {
   std::vector<int> route;
   double bytes = 0;
@@ -150,7 +158,7 @@ class Replay {
         fid_(f),
         overhead_s_(net.message_overhead_s()),
         fold_(fold_ranks(w, net, f)),
-        paths_(net, fold_) {}
+        paths_(net, fold_, w) {}
 
   SimResult run();
 

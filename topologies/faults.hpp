@@ -154,6 +154,7 @@ class FaultyNetwork final : public Network {
   bool rendezvous(double message_bytes) const override { return base_.rendezvous(message_bytes); }
   double bandwidth_factor(int kind, int instance) const override;
   double compute_factor(int node) const override;
+  bool routes_around_failures() const override { return static_cast<bool>(route_); }
 
  private:
   const Network& base_;
