@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,10 @@ void Replay::build_platform() {
   root->set_parent(compute);
   unit_speed_ = net_.compute_unit_speed_flops_per_s();
   const int units = net_.compute_units_per_node();
+  // A compute task counts its running activities (one per unit) in Task::parts, an int16_t.
+  if (units > std::numeric_limits<int16_t>::max())
+    throw std::invalid_argument("a node has " + std::to_string(units) + " compute units; the engine counts at most " +
+                                std::to_string(std::numeric_limits<int16_t>::max()));
   cg_hosts_.resize(fold_.slot_rank.size());
   for (size_t s = 0; s < fold_.slot_rank.size(); ++s) {
     const std::string base = net_.node_name(w_.node_of_rank[fold_.slot_rank[s]]);
