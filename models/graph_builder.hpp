@@ -68,11 +68,11 @@ class GraphBuilder {
   }
   // A GEMM that moves data rather than computes the model (GShard's dispatch and combine einsums,
   // one-hot masks times tokens): executed FLOPs on the matrix unit, not model FLOPs.
-  long routing_gemm(const std::string& name, const std::string& label, Phase ph, Precision p, Precision storage,
-                    KernelShape s, const std::vector<long>& after) {
+  long routing_gemm(std::string name, std::string label, Phase ph, Precision p, Precision storage, KernelShape s,
+                    const After& after) {
     const NominalWork w = nominal_work(Kernel::gemm, s, storage);
     executed_ += w.flops;
-    return add(name, label, ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, after);
+    return add(std::move(name), std::move(label), ph, ComputeWork{Kernel::gemm, p, w.flops, w.bytes, s}, after);
   }
   // The backward of the forward GEMM C[m x n] = A[m x k] B[k x n]: the data gradient
   // dA[m x k] = dC[m x n] B^T, then the weight gradient dB[k x n] = A^T dC[m x n].
