@@ -61,6 +61,10 @@ class PathMap {
   // The latency of the real path from src_node to dst_node (0 inside a node): what any route of
   // it carries, whoever sends (a folded route's latency equals it, see route_latency_s).
   double path_latency_s(int src_node, int dst_node) const;
+  // The real path's narrowest link: its kind's bandwidth times the instance's bandwidth_factor
+  // (infinite inside a node). Uncontended: what one flow alone on the path gets.
+  // degraded (when given): set when a link of the path runs at a bandwidth_factor below 1.
+  double path_bandwidth_Bps(int src_node, int dst_node, bool* degraded = nullptr) const;
 
   // Exhaustive: the endpoints of a flow between two nodes, its route registered.
   std::pair<int, int> exhaustive_endpoints(int slot, int src_node, int dst_node);

@@ -139,6 +139,23 @@ struct FoldedRun {
   int handshakes = 0;       // the run's steps that go by rendezvous: one round trip each
   double hop_latency_s = 0;  // ring: the slowest hop of the group's ring (each step waits for it)
   double message_latency_s = 0;  // the library's per-step latency on the run's route (Network::message_latency_s)
+  double bandwidth_lag_s = 0;  // ring: what the group's slowest hop's steps take beyond this route's (RingHops)
+};
+
+// Folded: a ring's hops from each member to the member `offset` after it, as (latency, uncontended
+// bandwidth) pairs, those no other hop is at least as slow on both dropped (a few at most), and the
+// largest latency. A step of b bytes lasts max over the hops of (latency + b / bandwidth) in the
+// exhaustive ring, whichever member's hop that is (each member waits for its neighbour's data).
+struct RingHops {
+  double worst_latency_s = 0;
+  double narrowest_Bps = 0;
+  bool degraded = false;  // some hop crosses a link at bandwidth_factor < 1
+  std::vector<std::pair<double, double>> slowest;  // (latency_s, bandwidth_Bps)
+  double step_s(double bytes) const {
+    double t = 0;
+    for (const auto& [l, b] : slowest) t = std::max(t, l + bytes / b);
+    return t;
+  }
 };
 
 struct PendingSync {
@@ -185,7 +202,8 @@ class Replay {
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
   int folded_run_flow(int slot, const FoldedRun& run, int prev);
-  double ring_hop_latency_s(const GroupTable& gt, int group, int offset, const CollectiveWork& c);
+  const RingHops& ring_hops(const GroupTable& gt, int group, int offset, const CollectiveWork& c);
+  double ring_bandwidth_lag_s(const RingHops& h, double bytes, int src_node, int dst_node) const;
   const GroupTable& table(const std::string& role) const;
   const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
   // The member of r's group for the role at (r's index + offset) mod the group's size.
@@ -274,7 +292,7 @@ class Replay {
   std::vector<PendingSync> syncs_;
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
-  std::map<std::tuple<const GroupTable*, int, int, double, double>, double> ring_hop_latency_s_;  // folded, cached
+  std::map<std::tuple<const GroupTable*, int, int, double, double>, RingHops> ring_hops_;  // folded, cached
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;
