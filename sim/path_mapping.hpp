@@ -17,8 +17,9 @@
 //    without a rank (a chip the job does not use), to that node's own link, which only such routes
 //    cross. Mirrored, a spare chip's 3-link ring hop with two x_minus hops was counted twice on
 //    the representative's own x_minus: B / 2, twice the exhaustive time (tests/unit/failures_test).
-//    Still refused by app/pipeline.cpp for scenarios: a folded ring waits for the spare's class
-//    only at its start (-7.7 % on a 16 x 16 torus case).
+//    With the ring's narrowest hop and whole-group start (collective_expansion.cpp) a 16 x 16
+//    torus case with a failed chip is +1.63 % (was -7.7 %); app/pipeline.cpp refuses only failed
+//    cables without a failed chip (+6.7 %).
 #pragma once
 #include <cstdint>
 #include <map>

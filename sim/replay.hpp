@@ -164,6 +164,7 @@ struct PendingSync {
   int group;
   int seq;  // the collective's collective_seq
   int own_class;
+  bool every_class = false;  // a ring's around failures: every other class of the group, slowed or not
 };
 
 class Replay {
@@ -220,6 +221,7 @@ class Replay {
   void live_flow_done(int t);
   int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+  int folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready);
   void step_routes(int s, int src_node, const CollectiveStep& st, const CollectiveWork& c, const std::vector<int>& members,
                    std::map<std::vector<int>, double>& bytes_of_route,
                    std::map<std::vector<int>, double>& latency_of_route);
