@@ -125,14 +125,16 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
   } catch (const FaultError& e) {
     throw ScenarioError(sc.file, "/faults" + e.path, e.what());
   }
-  // Folded routes around failures now cross the links of the chips they pass (path_mapping.hpp),
-  // but a folded ring waits for a slowed member only at its start, where the exhaustive ring waits
-  // at every step for the spare chip's long hops: ResNet-50 on 128 chips of a 16 x 16 torus with
-  // one failed chip, folded 43.41 ms against 47.04 ms exhaustive (-7.7 %).
-  if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus")
+  // Folded routes around failures cross the links of the chips they pass (path_mapping.hpp), a
+  // folded ring starts once every class of its group has reached it and each step waits for the
+  // group's narrowest hop (collective_expansion.cpp): ResNet-50 on 128 chips of a 16 x 16 torus with
+  // one failed chip, folded +1.63 % against exhaustive (was -7.7 %); with a failed cable as well
+  // +1.15 %. A failed cable alone is still refused: +6.7 % (folded pessimistic) on the same case.
+  if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus" &&
+      p.faults->failures->failed_chips.empty())
     throw ScenarioError(sc.file, "/engine/fidelity",
-                        "expected \"exhaustive\" with failed chips or links on a torus (a folded ring does not wait "
-                        "step by step for the spare chip's longer hops: 7.7 % short on a 16 x 16 case)");
+                        "expected \"exhaustive\" with failed links and no failed chip on a torus (folded is 6.7 % "
+                        "long on a 16 x 16 case with one failed cable)");
 }
 
 // Steady-state folding in time applies to simulated (not analytic) folded runs of a general

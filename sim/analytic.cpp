@@ -111,7 +111,7 @@ AlphaBetaCosts::PathCost AlphaBetaCosts::path_cost(int a, int b) {
   for (const LinkRef& l : links) {
     const LinkKind& k = net_.link_kinds().at(l.kind);
     pc.latency_s += k.latency_s;
-    pc.bandwidth_Bps = std::min(pc.bandwidth_Bps, k.bandwidth_Bps);
+    pc.bandwidth_Bps = std::min(pc.bandwidth_Bps, k.bandwidth_Bps * net_.bandwidth_factor(l.kind, l.instance));
   }
   pc.latency_s += net_.message_latency_s(na, nb);  // the library's per-message latency (0 for most networks)
   return paths_[key] = pc;

@@ -1,6 +1,7 @@
 #include "sim/path_mapping.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 namespace exasim {
@@ -119,6 +120,19 @@ double PathMap::path_latency_s(int src_node, int dst_node) const {
   double s = 0;
   for (const LinkRef& l : p) s += net_.link_kinds().at(l.kind).latency_s;
   return s;
+}
+
+double PathMap::path_bandwidth_Bps(int src_node, int dst_node, bool* degraded) const {
+  thread_local std::vector<LinkRef> p;
+  p.clear();
+  net_.path(src_node, dst_node, p);
+  double bw = std::numeric_limits<double>::infinity();
+  for (const LinkRef& l : p) {
+    const double f = net_.bandwidth_factor(l.kind, l.instance);
+    if (degraded && f < 1) *degraded = true;
+    bw = std::min(bw, net_.link_kinds().at(l.kind).bandwidth_Bps * f);
+  }
+  return bw;
 }
 
 std::pair<int, int> PathMap::exhaustive_endpoints(int slot, int src_node, int dst_node) {

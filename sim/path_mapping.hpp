@@ -17,8 +17,9 @@
 //    without a rank (a chip the job does not use), to that node's own link, which only such routes
 //    cross. Mirrored, a spare chip's 3-link ring hop with two x_minus hops was counted twice on
 //    the representative's own x_minus: B / 2, twice the exhaustive time (tests/unit/failures_test).
-//    Still refused by app/pipeline.cpp for scenarios: a folded ring waits for the spare's class
-//    only at its start (-7.7 % on a 16 x 16 torus case).
+//    With the ring's narrowest hop and whole-group start (collective_expansion.cpp) a 16 x 16
+//    torus case with a failed chip is +1.63 % (was -7.7 %); app/pipeline.cpp refuses only failed
+//    cables without a failed chip (+6.7 %).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -61,6 +62,10 @@ class PathMap {
   // The latency of the real path from src_node to dst_node (0 inside a node): what any route of
   // it carries, whoever sends (a folded route's latency equals it, see route_latency_s).
   double path_latency_s(int src_node, int dst_node) const;
+  // The real path's narrowest link: its kind's bandwidth times the instance's bandwidth_factor
+  // (infinite inside a node). Uncontended: what one flow alone on the path gets.
+  // degraded (when given): set when a link of the path runs at a bandwidth_factor below 1.
+  double path_bandwidth_Bps(int src_node, int dst_node, bool* degraded = nullptr) const;
 
   // Exhaustive: the endpoints of a flow between two nodes, its route registered.
   std::pair<int, int> exhaustive_endpoints(int slot, int src_node, int dst_node);

@@ -139,6 +139,23 @@ struct FoldedRun {
   int handshakes = 0;       // the run's steps that go by rendezvous: one round trip each
   double hop_latency_s = 0;  // ring: the slowest hop of the group's ring (each step waits for it)
   double message_latency_s = 0;  // the library's per-step latency on the run's route (Network::message_latency_s)
+  double bandwidth_lag_s = 0;  // ring: what the group's slowest hop's steps take beyond this route's (RingHops)
+};
+
+// Folded: a ring's hops from each member to the member `offset` after it, as (latency, uncontended
+// bandwidth) pairs, those no other hop is at least as slow on both dropped (a few at most), and the
+// largest latency. A step of b bytes lasts max over the hops of (latency + b / bandwidth) in the
+// exhaustive ring, whichever member's hop that is (each member waits for its neighbour's data).
+struct RingHops {
+  double worst_latency_s = 0;
+  double narrowest_Bps = 0;
+  bool degraded = false;  // some hop crosses a link at bandwidth_factor < 1
+  std::vector<std::pair<double, double>> slowest;  // (latency_s, bandwidth_Bps)
+  double step_s(double bytes) const {
+    double t = 0;
+    for (const auto& [l, b] : slowest) t = std::max(t, l + bytes / b);
+    return t;
+  }
 };
 
 struct PendingSync {
@@ -147,6 +164,7 @@ struct PendingSync {
   int group;
   int seq;  // the collective's collective_seq
   int own_class;
+  bool every_class = false;  // a ring's around failures: every other class of the group, slowed or not
 };
 
 class Replay {
@@ -185,7 +203,8 @@ class Replay {
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
   int folded_run_flow(int slot, const FoldedRun& run, int prev);
-  double ring_hop_latency_s(const GroupTable& gt, int group, int offset, const CollectiveWork& c);
+  const RingHops& ring_hops(const GroupTable& gt, int group, int offset, const CollectiveWork& c);
+  double ring_bandwidth_lag_s(const RingHops& h, double bytes, int src_node, int dst_node) const;
   const GroupTable& table(const std::string& role) const;
   const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
   // The member of r's group for the role at (r's index + offset) mod the group's size.
@@ -202,6 +221,7 @@ class Replay {
   void live_flow_done(int t);
   int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
+  int folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready);
   void step_routes(int s, int src_node, const CollectiveStep& st, const CollectiveWork& c, const std::vector<int>& members,
                    std::map<std::vector<int>, double>& bytes_of_route,
                    std::map<std::vector<int>, double>& latency_of_route);
@@ -274,7 +294,7 @@ class Replay {
   std::vector<PendingSync> syncs_;
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
-  std::map<std::tuple<const GroupTable*, int, int, double, double>, double> ring_hop_latency_s_;  // folded, cached
+  std::map<std::tuple<const GroupTable*, int, int, double, double>, RingHops> ring_hops_;  // folded, cached
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;

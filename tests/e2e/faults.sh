@@ -6,7 +6,9 @@
 # at half bandwidth slows the step; bad fault input (an unknown link kind, a link that does not
 # exist, a fraction outside [0, 1), more failures than spares, a failed chip on a torus whose every
 # chip is used (no spare), a spine switch that does not exist, a failed NIC cable, failed torus
-# links with folded fidelity) is refused with its JSON path and exit status 2, nothing written.
+# links and no failed chip with folded fidelity) is refused with its JSON path and exit status 2,
+# nothing written. ResNet-50 on 128 chips of a 16 x 16 torus with one failed chip: folded within 2 %
+# of exhaustive (+1.63 % measured; it was -7.7 % and refused).
 set -euo pipefail
 exe=$1; src=$2
 tmp=$(mktemp -d)
@@ -39,7 +41,15 @@ json.dump(dict(t, name="bad-torus-folded", faults={"failed_links": [{"kind": "x_
           open(f"{d}/bad-torus-folded.json", "w"))
 write("bad-spine", {"failed_switches": [{"spine_group": 0, "switch": 4000}]})
 write("bad-nic-cable", {"failed_links": [{"kind": "nic_up", "instance": 3}]})
+g = json.load(open("tests/golden/scenarios/torus-resnet50-failed-chip.json"))
+g["machine"].update(name="tpu-v3-16x16", torus_x=16, torus_y=16)
+g["plan"].update(devices=128, global_batch=4096)
+g["faults"] = {"failed_nodes": {"nodes": [37], "spares": 1}}
+for fid in ("exhaustive", "folded"):
+    json.dump(dict(g, name=f"torus16-{fid}", engine={"fidelity": fid}), open(f"{d}/torus16-{fid}.json", "w"))
 PY
+"$exe" run "$tmp/torus16-exhaustive.json" --out "$tmp/torus16-exhaustive" > /dev/null
+"$exe" run "$tmp/torus16-folded.json" --out "$tmp/torus16-folded" > /dev/null
 "$exe" run scenarios/gpt-small-dgx-a100.json --out "$tmp/base" > /dev/null
 "$exe" run "$tmp/one.json" --out "$tmp/one" > "$tmp/one.txt"
 "$exe" run "$tmp/drawn.json" --out "$tmp/drawn1" > /dev/null
@@ -69,6 +79,9 @@ assert abs(spare["step_time_s"] - base["step_time_s"]) <= 1e-9 * base["step_time
 nic = json.load(open(f"{d}/nic/report.json"))
 assert nic["faults"]["links"] == [{"kind": "nic_up", "instances": [3], "bandwidth_factor": 0.5}], nic["faults"]
 assert nic["step_time_s"] > base["step_time_s"], (nic["step_time_s"], base["step_time_s"])
+te = json.load(open(f"{d}/torus16-exhaustive/report.json"))["step_time_s"]
+tf = json.load(open(f"{d}/torus16-folded/report.json"))["step_time_s"]
+assert abs(tf - te) <= 0.02 * te, ("16 x 16 torus with a failed chip: folded", tf, "exhaustive", te)
 print("e2e faults: ok", base["step_time_s"], one["step_time_s"], a["step_time_s"], nic["step_time_s"], a["faults"])
 PY
 check_bad() {  # file, expected path
