@@ -38,19 +38,26 @@ void build_convnet(const Scenario& sc, Prediction& p) {
 }
 
 // Refuses a plan whose memory per device exceeds the device's, with its numbers.
-void check_fits(const Scenario& sc, const Prediction& p) {
-  if (auto short_by = memory_shortfall(p.memory, sc.machine.memory_bytes, sc.machine.device_word()))
-    throw DoesNotFitError(fmt::format(
-        "{}: /plan: the plan does not fit: {} (pipeline stage {}: parameters {:.1f}, gradients {:.1f}, "
-        "optimizer state {:.1f}, activations {:.1f}, embedding and logits {:.1f}, communication buffers {:.1f} GB)",
-        sc.file, *short_by, p.memory.stage, p.memory.parameters_bytes / 1e9, p.memory.gradients_bytes / 1e9,
-        p.memory.optimizer_state_bytes / 1e9, p.memory.activations_bytes / 1e9, p.memory.embedding_logits_bytes / 1e9,
-        p.memory.communication_buffers_bytes / 1e9));
+// Why the plan does not fit, with its numbers ("" when it fits).
+std::string does_not_fit_text(const Scenario& sc, const Prediction& p) {
+  const auto short_by = memory_shortfall(p.memory, sc.machine.memory_bytes, sc.machine.device_word());
+  if (!short_by) return "";
+  return fmt::format(
+      "{}: /plan: the plan does not fit: {} (pipeline stage {}: parameters {:.1f}, gradients {:.1f}, "
+      "optimizer state {:.1f}, activations {:.1f}, embedding and logits {:.1f}, communication buffers {:.1f} GB)",
+      sc.file, *short_by, p.memory.stage, p.memory.parameters_bytes / 1e9, p.memory.gradients_bytes / 1e9,
+      p.memory.optimizer_state_bytes / 1e9, p.memory.activations_bytes / 1e9, p.memory.embedding_logits_bytes / 1e9,
+      p.memory.communication_buffers_bytes / 1e9);
 }
 
-// The same refusal from the memory model alone, before any step graph is built: the plan's
-// checks first (an invalid plan stays invalid), then the worst stage's memory.
-void check_fits_before_building(const Scenario& sc) {
+void check_fits(const Scenario& sc, const Prediction& p) {
+  if (std::string why = does_not_fit_text(sc, p); !why.empty()) throw DoesNotFitError(why);
+}
+
+// The same refusal from the memory model alone, before any step graph is built, as text ("" when
+// the plan fits): the plan's checks first (an invalid plan stays invalid: "" here, and
+// build_transformer_workload reports it as it always has), then the worst stage's memory.
+std::string does_not_fit_before_building(const Scenario& sc) {
   Prediction p;
   try {
     check_transformer_plan(sc.model, sc.training, sc.parallel);
@@ -58,9 +65,13 @@ void check_fits_before_building(const Scenario& sc) {
     const MoeRouting moe = sc.model.dense() ? MoeRouting{} : moe_routing(sc.model, tokens, sc.parallel.expert);
     p.memory = transformer_plan_memory(sc.model, sc.training, sc.parallel, moe);
   } catch (const std::invalid_argument&) {
-    return;  // build_transformer_workload reports it as it always has
+    return "";
   }
-  check_fits(sc, p);
+  return does_not_fit_text(sc, p);
+}
+
+void check_fits_before_building(const Scenario& sc) {
+  if (std::string why = does_not_fit_before_building(sc); !why.empty()) throw DoesNotFitError(why);
 }
 
 // Refuses, before anything is built, a plan whose step graph would exceed the limit.
@@ -811,13 +822,14 @@ std::string formula_shape_key(const nlohmann::json& doc) {
 }
 }  // namespace
 
-Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc) {
+Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc, std::string& does_not_fit) {
   if (sc.faults || sc.resilience) throw FormulaScopeError("the formula tier does not cover faults or resilience");
   if (sc.model.is_convnet() || sc.plan_kind != Scenario::PlanKind::general)
     throw FormulaScopeError("the formula tier covers general plans of transformers only");
   check_formula_scope(sc.model, sc.training, sc.parallel);
   check_host_precisions(sc, *host_);
-  check_fits_before_building(sc);
+  does_not_fit = does_not_fit_before_building(sc);
+  if (!does_not_fit.empty()) return Prediction{};
   const std::string machine_key = doc.contains("machine") ? doc["machine"].dump() : sc.machine.name;
   std::shared_ptr<MachineCosts>& mc = machines_[machine_key];
   if (!mc) {

@@ -93,12 +93,13 @@ class FormulaTier {
  public:
   explicit FormulaTier(std::shared_ptr<const HostEfficiency> host) : host_(std::move(host)) {}
   ~FormulaTier();
-  // The plan's prediction in closed form: the memory check of predict (DoesNotFitError, and
-  // ScenarioError for a plan the builder refuses), then PlanFormula::estimate; no graph, no
-  // workload, no simulation. `doc`: the plan's scenario JSON (its keys name the shape and the
-  // machine). Throws FormulaScopeError for a plan out of the formula's scope (and for scenarios
-  // with faults or a resilience block).
-  Prediction predict(const Scenario& sc, const nlohmann::json& doc);
+  // The plan's prediction in closed form: the memory check of predict (ScenarioError for a plan
+  // the builder refuses), then PlanFormula::estimate; no graph, no workload, no simulation. A plan
+  // the memory model rules out is not an exception (a sweep prunes hundreds): `does_not_fit` gets
+  // DoesNotFitError's text and the Prediction is empty; otherwise `does_not_fit` is "". `doc`: the
+  // plan's scenario JSON (its keys name the shape and the machine). Throws FormulaScopeError for a
+  // plan out of the formula's scope (and for scenarios with faults or a resilience block).
+  Prediction predict(const Scenario& sc, const nlohmann::json& doc, std::string& does_not_fit);
 
  private:
   struct MachineCosts;

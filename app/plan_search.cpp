@@ -17,9 +17,11 @@ std::string reason_of(const ScenarioError& e) {
 }
 }  // namespace
 
-bool plan_scenario_or_row(const SweepSpec& s, size_t plan, Scenario& sc, ojson& invalid_row) {
+bool plan_scenario_or_row(const SweepSpec& s, size_t plan, Scenario& sc, ojson& invalid_row, json* doc) {
   try {
-    sc = parse_scenario(plan_scenario(s, plan).dump(), s.name + " plan " + std::to_string(plan));
+    json d = plan_scenario(s, plan);
+    sc = parse_scenario_doc(d, s.name + " plan " + std::to_string(plan));
+    if (doc) *doc = std::move(d);
     return true;
   } catch (const ScenarioError& e) {
     invalid_row = failed_row(s, plan, "invalid", reason_of(e), "");  // pruned: never run
@@ -45,15 +47,16 @@ ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const Pre
   }
 }
 
-ojson formula_row(const SweepSpec& s, size_t plan, const Scenario& sc, FormulaTier& tier, const PredictOptions& po) {
+ojson formula_row(const SweepSpec& s, size_t plan, const Scenario& sc, const json& doc, FormulaTier& tier,
+                  const PredictOptions& po) {
   try {
-    return ok_row(s, plan, tier.predict(sc, plan_scenario(s, plan)));
-  } catch (const FormulaScopeError&) {
-    return predict_row(s, plan, sc, po);
-  } catch (const DoesNotFitError& e) {
-    std::string why = e.what();
+    std::string why;
+    const Prediction p = tier.predict(sc, doc, why);
+    if (why.empty()) return ok_row(s, plan, p);
     if (why.rfind(sc.file + ": ", 0) == 0) why.erase(0, sc.file.size() + 2);
     return failed_row(s, plan, "infeasible", why, "formula");
+  } catch (const FormulaScopeError&) {
+    return predict_row(s, plan, sc, po);
   } catch (const ScenarioError& e) {
     return failed_row(s, plan, "invalid", reason_of(e), "formula");
   } catch (const std::exception& e) {

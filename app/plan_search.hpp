@@ -21,10 +21,15 @@ ojson predict_row(const SweepSpec& s, size_t plan, const PredictOptions& po);
 ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po);
 // The plan's row from the formula tier (mode "formula"); a plan out of the formula's scope gets
 // predict_row's (po: the analytic estimate's options).
-ojson formula_row(const SweepSpec& s, size_t plan, const Scenario& sc, FormulaTier& tier, const PredictOptions& po);
+// doc: the plan's scenario document (plan_scenario_or_row's), not built again.
+ojson formula_row(const SweepSpec& s, size_t plan, const Scenario& sc, const nlohmann::json& doc, FormulaTier& tier,
+                  const PredictOptions& po);
 
 // The scenario of a plan, or the "invalid" row that says why there is none (pruned: never run).
-bool plan_scenario_or_row(const SweepSpec& s, size_t plan, Scenario& sc, ojson& invalid_row);
+// The scenario is parsed from the document in memory (no text written and read back); doc, when
+// given, receives that document.
+bool plan_scenario_or_row(const SweepSpec& s, size_t plan, Scenario& sc, ojson& invalid_row,
+                          nlohmann::json* doc = nullptr);
 
 // A sweep file's "search" (instead of "dimensions"): the best plan under constraints over every
 // valid combination of tensor_parallel, pipeline_parallel, virtual_stages, micro_batch,

@@ -73,6 +73,9 @@ struct Scenario {
 // Parses and validates; throws ScenarioError. `file` labels messages. Machine references
 // ("machine": "sunway-oceanlight") are resolved through the embedded machine files.
 Scenario parse_scenario(const std::string& json_text, const std::string& file);
+// The same, from a document already in memory (a sweep's plan, built from its base and dimensions:
+// no text to write and read back). Its keys are unique by construction, so no duplicate check.
+Scenario parse_scenario_doc(const nlohmann::json& root, const std::string& file);
 Scenario load_scenario_file(const std::string& path);
 
 }  // namespace exasim

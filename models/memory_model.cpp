@@ -190,6 +190,13 @@ int layers_on_stage(int layers, const ParallelPlan& p, int stage) {
 
 double in_flight_micro_batches(const ParallelPlan& p, int stage) {
   const int v = p.schedule == PipelineSchedule::interleaved ? p.virtual_stages : 1;
+  const int m = p.micro_batches();
+  // GPipe holds every micro-batch; 1F1B its min(p - s - 1, m) warm-up forwards and one more (the
+  // pipeline_order walk below gives the same, item by item; a sweep asks for it per stage and plan).
+  if (m >= 1 && stage >= 0 && stage < p.pipeline) {
+    if (p.schedule == PipelineSchedule::gpipe) return double(m);
+    if (p.schedule == PipelineSchedule::one_f_one_b) return double(std::min(p.pipeline - stage, m));
+  }
   int live = 0, peak = 0;
   for (const PipelineItem& it : pipeline_order(p.schedule, p.pipeline, p.micro_batches(), v, stage)) {
     live += it.forward ? 1 : -1;

@@ -2,10 +2,12 @@
 // al.'s activation formulas and hand counts. No simulation here.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "models/memory_model.hpp"
+#include "models/pipeline_schedule.hpp"
 #include "models/transformer.hpp"
 
 using namespace exasim;
@@ -141,6 +143,25 @@ TEST_CASE("activations per layer by recompute mode: Korthikanti et al.'s formula
   // fp32: the same inventory with 4-byte elements and 1-byte masks: 66 sbh + 9 a s^2 b.
   CHECK(act(1, Recompute::none, TensorMode::one_d, 1, PrecisionPolicy::fp32) ==
         doctest::Approx(66 * sbh + 9 * a * s * s * b));
+}
+
+TEST_CASE("in-flight micro-batches: the closed form of GPipe and 1F1B equals the walk of pipeline_order") {
+  for (PipelineSchedule sch : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b})
+    for (int stages : {1, 2, 3, 4, 8})
+      for (int m = 1; m <= 12; ++m) {
+        ParallelPlan p = plan(1, 1, stages, 1, m, Recompute::full);
+        p.schedule = sch;
+        p.global_batch = m;  // one sample per micro-batch, data-parallel 1
+        REQUIRE(p.micro_batches() == m);
+        for (int s = 0; s < stages; ++s) {
+          int live = 0, peak = 0;
+          for (const PipelineItem& it : pipeline_order(sch, stages, m, 1, s)) {
+            live += it.forward ? 1 : -1;
+            peak = std::max(peak, live);
+          }
+          CHECK(in_flight_micro_batches(p, s) == double(peak));
+        }
+      }
 }
 
 TEST_CASE("in-flight micro-batches per schedule: GPipe m, 1F1B min(p - stage, m), interleaved p (1 + (p-1)/(p v))") {
