@@ -30,6 +30,7 @@
 #include "app/sweep_shard.hpp"
 #include "app/validate.hpp"
 #include "costs/calibrate.hpp"
+#include "costs/kernel_times.hpp"
 #include "costs/sampled_efficiency.hpp"
 #include "kernels/real_kernels.hpp"
 
@@ -143,7 +144,30 @@ int validate_command(const ValidateArgs& a) {
   return 0;
 }
 
+// `calibrate --import-times`: a device's measured kernel times into a kernel profile.
+int import_times_command(const CalibrateArgs& a) {
+  if (a.out.empty()) throw ProfileError(a.import_times, "", "--import-times expected --out FILE for the profile");
+  if (a.attention_backend != "cudnn" && a.attention_backend != "flash")
+    throw ProfileError(a.import_times, "", "--attention-backend expected cudnn or flash, got " + a.attention_backend);
+  if (a.quick || !a.cache_file.empty())
+    throw ProfileError(a.import_times, "", "--import-times measures nothing: expected neither --quick nor --cache");
+  check_writable_file(a.out);
+  std::string text;
+  if (!read_text_file(a.import_times, text).empty()) throw ProfileError(a.import_times, "", "cannot read the file");
+  const ImportedProfile ip = profile_from_kernel_times(text, a.import_times, a.attention_backend);
+  write_outputs({{a.out, host_profile_json(ip.profile)}});
+  std::cout << fmt::format("wrote {}: {} ({}), {} kernel shapes ({} records left out: fp8 GEMMs, other attention backends)\n", a.out,
+                           ip.profile.cpu_model, ip.profile.blas, ip.points, ip.left_out);
+  for (const auto& [key, peak] : ip.profile.peaks)
+    std::cout << fmt::format("  peak {:<17} {}  {:.4g} {}\n", to_string(key.first), to_string(key.second), peak,
+                             std::string(peak_key(key.first)) == "peak_flops_per_s" ? "flop/s" : "B/s");
+  return 0;
+}
+
 int calibrate_command(const CalibrateArgs& a) {
+  if (!a.import_times.empty()) return import_times_command(a);
+  if (a.attention_backend != "cudnn")
+    throw ProfileError("calibrate", "", "--attention-backend is for --import-times (this host runs no fused attention)");
   set_blas_threads(whole_number("--threads", a.threads, 65536));  // atoi's overflow was undefined
   const std::string out = a.out.empty() ? default_profile_path(host_cpu_model()) : a.out;
   check_writable_file(out);  // before minutes of measuring
@@ -170,7 +194,7 @@ int calibrate_command(const CalibrateArgs& a) {
                            hp.blas_threads, plan.samples(), wall_s);
   for (const auto& [key, peak] : hp.peaks)
     std::cout << fmt::format("  peak {:<17} {}  {:.4g} {}\n", to_string(key.first), to_string(key.second), peak,
-                             key.first == KernelClass::gemm ? "flop/s" : "B/s");
+                             std::string(peak_key(key.first)) == "peak_flops_per_s" ? "flop/s" : "B/s");
   return 0;
 }
 

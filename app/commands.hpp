@@ -25,6 +25,9 @@ struct ValidateArgs {
 struct CalibrateArgs {
   bool quick = false;
   std::string out, cache_file;
+  // Times measured elsewhere (tools/calibrate-gpu.py on a GPU): imported, not measured here.
+  std::string import_times;
+  std::string attention_backend = "cudnn";  // whose fused attention --import-times takes
   // One BLAS thread by default: on a small host shared with other work one core measures far
   // more steadily than all of them, and the profile's efficiencies are relative anyway.
   std::string threads = "1";

@@ -70,7 +70,18 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateArgs& a) {
   sub->add_option("--out", a.out, "the profile to write (default: profiles/host-<cpu>.json)")->type_name("FILE");
   sub->add_option("--cache", a.cache_file, "reuse and extend the measurements kept in FILE")->type_name("FILE");
   sub->add_option("--threads", a.threads, "BLAS threads")->capture_default_str()->type_name("N");
-  sub->footer("Example:\n  exasim calibrate --quick --out /tmp/host.json");
+  sub->add_option("--import-times", a.import_times,
+                  "measure nothing: turn the kernel times FILE that tools/calibrate-gpu.py wrote on a GPU into a "
+                  "kernel profile (needs --out)")
+      ->type_name("FILE");
+  sub->add_option("--attention-backend", a.attention_backend,
+                  "with --import-times: whose fused attention the profile holds: cudnn (Transformer Engine's on "
+                  "Hopper) or flash (PyTorch's FlashAttention-2)")
+      ->capture_default_str()
+      ->type_name("NAME");
+  sub->footer(
+      "Examples:\n  exasim calibrate --quick --out /tmp/host.json\n"
+      "  exasim calibrate --import-times h100-times.json --out profiles/device-h100-sxm5-80gb.json");
   return sub;
 }
 

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 
+#include "app/profiles.hpp"
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
 #include "models/memory_model.hpp"
@@ -87,6 +89,22 @@ void check_graph_size(const Scenario& sc, const PredictOptions& o) {
 }
 
 // The precisions the step computes in; each must have figures in the host profile.
+// Where a machine's kernel efficiencies come from: its device's own measured profile (the device
+// file's kernel_profile, memoized per profile and shared by every scenario of the process), else the
+// host's (run's --profile or --sample).
+std::shared_ptr<const HostEfficiency> kernel_efficiency_for(const MachineSpec& m,
+                                                            const std::shared_ptr<const HostEfficiency>& host) {
+  if (m.kernel_profile.empty()) return host;
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const HostEfficiency>> sources;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& source = sources[m.kernel_profile];
+  if (!source)
+    source = std::make_shared<MemoizedEfficiency>(
+        std::make_shared<ProfileEfficiency>(load_embedded_profile(m.kernel_profile)));
+  return source;
+}
+
 void check_host_precisions(const Scenario& sc, const HostEfficiency& host) {
   std::vector<Precision> used{Precision::fp32};
   if (sc.training.precision != PrecisionPolicy::fp32) used.push_back(Precision::fp16);
@@ -198,7 +216,8 @@ void extend_in_time(Prediction& p, const StepGraph& slow_program, const Simulate
 }  // namespace
 
 Prediction predict(const Scenario& sc, const PredictOptions& o) {
-  check_host_precisions(sc, *o.host);
+  const std::shared_ptr<const HostEfficiency> efficiency = kernel_efficiency_for(sc.machine, o.host);
+  check_host_precisions(sc, *efficiency);
   check_graph_size(sc, o);
   Prediction p;
   p.scenario = sc;
@@ -210,7 +229,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     throw ScenarioError(sc.file, "/machine", e.what());
   }
   const Network& net = *network;
-  const ProfileCostModel cost(device_profile_of(m), o.host);
+  const ProfileCostModel cost(device_profile_of(m), efficiency);
   p.cost_model = cost.describe();
   if (sc.model.is_convnet()) {
     build_convnet(sc, p);
@@ -259,7 +278,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
   p.breakdown_kind = breakdown_by_kind(slow_program, slow);
   p.critical = critical_path(slow_program, slow);
   p.compute_use = compute_by_kernel_class(slow_program, cost, cost.device());
-  p.host_efficiency = o.host->describe();
+  p.host_efficiency = efficiency->describe();
   p.step_time_s = p.sim.step_time_s;
   if (p.folded_in_time()) extend_in_time(p, slow_program, slow, cost);
   p.sustained_pflops = p.executed_flops / p.step_time_s / 1e15;
@@ -771,7 +790,10 @@ std::string memory_and_costs_text(const Prediction& p) {
   if (m.host_optimizer_state_bytes > 0)
     s += fmt::format("  host memory        {:.1f} GB of optimizer state per {} (offloaded)\n",
                      m.host_optimizer_state_bytes / 1e9, sc.machine.device_word());
-  s += fmt::format("  compute costs      {} mapped onto {}\n", p.host_efficiency, sc.machine.device_name);
+  if (sc.machine.kernel_profile.empty())
+    s += fmt::format("  compute costs      {} mapped onto {}\n", p.host_efficiency, sc.machine.device_name);
+  else
+    s += fmt::format("  compute costs      {} for {}\n", p.host_efficiency, sc.machine.device_name);
   for (const KernelClassUse& u : p.compute_use)
     s += fmt::format("    {:<24} {:9.4f} s  mean efficiency {:5.1f} % of the device's {}\n", to_string(u.kernel_class),
                      u.time_s, 100 * u.mean_efficiency,
@@ -827,7 +849,7 @@ Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc, s
   if (sc.model.is_convnet() || sc.plan_kind != Scenario::PlanKind::general)
     throw FormulaScopeError("the formula tier covers general plans of transformers only");
   check_formula_scope(sc.model, sc.training, sc.parallel);
-  check_host_precisions(sc, *host_);
+  check_host_precisions(sc, *kernel_efficiency_for(sc.machine, host_));
   does_not_fit = does_not_fit_before_building(sc);
   if (!does_not_fit.empty()) return Prediction{};
   const std::string machine_key = doc.contains("machine") ? doc["machine"].dump() : sc.machine.name;
@@ -839,7 +861,7 @@ Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc, s
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/machine", e.what());
     }
-    mc->cost = std::make_unique<ProfileCostModel>(device_profile_of(sc.machine), host_);
+    mc->cost = std::make_unique<ProfileCostModel>(device_profile_of(sc.machine), kernel_efficiency_for(sc.machine, host_));
     const MachineSpec machine = sc.machine;
     const Network* net = mc->network.get();
     mc->formula = std::make_unique<PlanFormula>(

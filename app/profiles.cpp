@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "app/embedded.hpp"
 
@@ -27,6 +29,22 @@ std::shared_ptr<const HostProfile> load_host_profile(const std::string& arg) {
     if (path.rfind("profiles/", 0) == 0) known += (known.empty() ? "" : ", ") + path;
   throw ProfileError(name, "", "cannot read the file, and no embedded profile has that name (embedded: " +
                                    (known.empty() ? std::string("none") : known) + ")");
+}
+
+std::shared_ptr<const HostProfile> load_embedded_profile(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const HostProfile>> loaded;
+  const std::string key = embedded_key(name, "profiles/");
+  if (key.empty()) {
+    std::string known;
+    for (const auto& [path, text] : embedded_files())
+      if (path.rfind("profiles/", 0) == 0) known += (known.empty() ? "" : ", ") + path;
+    throw ProfileError(name, "", "no embedded profile has that name (embedded: " + known + ")");
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& p = loaded[key];
+  if (!p) p = std::make_shared<const HostProfile>(parse_host_profile(embedded_files().at(key), "<embedded>/" + key));
+  return p;
 }
 
 std::string default_cache_path() {

@@ -19,9 +19,11 @@
 #include <sstream>
 #include <utility>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/embedded.hpp"
+#include "app/profiles.hpp"
 #include "models/plan_rules.hpp"
 #include "sim/checked_count.hpp"
 #include "sim/physical_range.hpp"
@@ -533,6 +535,55 @@ void read_memory_tile(const Reader& r, const json& d, const std::string& path, M
   s.memory_tile_lanes = r.required_int(*t, p, "lanes");
 }
 
+// The device's own measured kernel profile ("kernel_profile": an embedded profile's name). Its class
+// peaks are the device's best cases: the file's GEMM efficiencies and bandwidths must agree with
+// them (a file that says one thing while its profile measured another is refused).
+void read_kernel_profile(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
+  if (!Reader::find(d, "kernel_profile")) return;
+  const std::string p = child(path, "kernel_profile");
+  s.kernel_profile = r.required_string(d, path, "kernel_profile");
+  if (s.half_gemm_ridge_scaled)
+    r.fail(p, "expected no kernel_profile beside half_gemm_ridge_scaled: a measured profile holds the 16-bit GEMMs "
+              "themselves, not a host's 32-bit surface to rescale");
+  std::shared_ptr<const HostProfile> prof;
+  try {
+    prof = load_embedded_profile(s.kernel_profile);
+  } catch (const ProfileError& e) {
+    r.fail(p, std::string("expected the name of an embedded kernel profile: ") + e.what());
+  }
+  auto agree = [&](double file_value, double measured, const std::string& key, const std::string& what) {
+    if (std::abs(file_value / measured - 1) > 0.01)
+      r.fail(child(path, key), fmt::format("expected {:.5g} (the kernel profile's measured {}, within 1 %), got {:.5g}",
+                                           measured, what, file_value));
+  };
+  for (const auto& [prec, eff] : s.flash_attention_efficiency)
+    if (!prof->peaks.count({KernelClass::fused_attention, prec}))
+      r.fail(child(path, "flash_attention_efficiency"),
+             fmt::format("expected no {} entry: the kernel profile has no fused attention measured at it", to_string(prec)));
+  for (const auto& [key, peak] : prof->peaks) {
+    const auto [cls, prec] = key;
+    if (cls == KernelClass::gemm) {
+      auto e = s.gemm_efficiency.find(prec), f = s.peak_flops_per_s.find(prec);
+      if (e == s.gemm_efficiency.end() || f == s.peak_flops_per_s.end())
+        r.fail(child(path, "gemm_efficiency"), fmt::format("expected an entry for {} (the kernel profile measured it)",
+                                                          to_string(prec)));
+      agree(e->second * f->second, peak, "gemm_efficiency/" + std::string(to_string(prec)),
+            fmt::format("{} GEMM peak over the file's peak_flops_per_s", to_string(prec)));
+    } else if (cls == KernelClass::memory_bound && prec == Precision::fp32) {
+      agree(s.memory_bandwidth_Bps, peak, "memory_bandwidth_Bps", "fp32 memory-bound peak");
+    } else if (cls == KernelClass::fused_attention) {
+      auto e = s.flash_attention_efficiency.find(prec), f = s.peak_flops_per_s.find(prec);
+      if (e == s.flash_attention_efficiency.end() || f == s.peak_flops_per_s.end())
+        r.fail(child(path, "flash_attention_efficiency"),
+               fmt::format("expected an entry for {} (the kernel profile measured it)", to_string(prec)));
+      agree(e->second * f->second, peak, "flash_attention_efficiency/" + std::string(to_string(prec)),
+            fmt::format("{} fused attention peak over the file's peak_flops_per_s", to_string(prec)));
+    } else if (cls == KernelClass::optimizer_update) {
+      agree(s.optimizer_memory_bandwidth_Bps, peak, "optimizer_memory_bandwidth_Bps", "optimizer update peak");
+    }
+  }
+}
+
 // A device: one node's compute and memory (topologies/devices/*.json).
 void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   r.require_object(d, path, "a device object");
@@ -540,7 +591,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                  "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
                  "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "matrix_unit",
-                 "memory_tile", "sources"});
+                 "memory_tile", "kernel_profile", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -560,6 +611,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   read_compiler(r, d, path, s);
   read_matrix_unit(r, d, path, s);
   read_memory_tile(r, d, path, s);
+  read_kernel_profile(r, d, path, s);
   read_sources(r, d, path);
 }
 

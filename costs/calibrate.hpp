@@ -37,6 +37,12 @@ using CalibrationProgress = std::function<void(const std::string& what, size_t d
 // BLAS has no half-precision GEMM (kernels/real_kernels.hpp).
 HostProfile calibrate_host(const CalibrationPlan& plan, SampleCache* cache, const CalibrationProgress& progress);
 
+// The achieved rate of each grid point of each (kernel, precision) surface, in the surface's point order.
+using KernelRates = std::map<std::pair<Kernel, Precision>, std::vector<double>>;
+// Sets each class's peak (the best rate at each precision; memory-bound points count only if they move
+// at least min_bytes, out of the caches) and each point's efficiency (its rate over that peak).
+void derive_efficiencies(HostProfile& hp, const KernelRates& rates, double min_bytes);
+
 // "profiles/host-amd-epyc.json" for "AMD EPYC": the default output file for this host.
 std::string default_profile_path(const std::string& cpu_model);
 

@@ -1,5 +1,6 @@
 #include "costs/host_profile.hpp"
 
+#include "costs/profile_reader.hpp"
 #include "sim/files.hpp"
 
 #include <fmt/format.h>
@@ -19,11 +20,14 @@ using nlohmann::json;
 ProfileError::ProfileError(const std::string& file, const std::string& json_path, const std::string& expected)
     : std::runtime_error(fmt::format("{}: {}: {}", file, json_path.empty() ? "/" : json_path, expected)) {}
 
-const char* peak_key(KernelClass c) { return c == KernelClass::gemm ? "peak_flops_per_s" : "peak_Bps"; }
+const char* peak_key(KernelClass c) {
+  return c == KernelClass::gemm || c == KernelClass::fused_attention ? "peak_flops_per_s" : "peak_Bps";
+}
 
 double achieved_rate(Kernel k, const KernelShape& s, Precision p, double time_s) {
   const NominalWork w = nominal_work(k, s, p);
-  return (kernel_class(k) == KernelClass::gemm ? w.flops : w.bytes) / time_s;
+  const KernelClass c = kernel_class(k);
+  return (c == KernelClass::gemm || c == KernelClass::fused_attention ? w.flops : w.bytes) / time_s;
 }
 
 std::vector<Precision> profiled_precisions(Kernel k) {
@@ -33,9 +37,13 @@ std::vector<Precision> profiled_precisions(Kernel k) {
 
 namespace {
 
+using profile_detail::Reader;
+
 constexpr const char* kFormat = "exasim-host-profile-1";
 constexpr std::array<KernelClass, 3> kClasses = {KernelClass::gemm, KernelClass::memory_bound,
                                                  KernelClass::optimizer_update};
+// Held only by a profile measured on a GPU (the fused attention kernels run on no host).
+constexpr std::array<KernelClass, 1> kOptionalClasses = {KernelClass::fused_attention};
 
 // Position of x between the grid values (log scale): the lower index and the weight of the upper.
 std::pair<size_t, double> bracket(const std::vector<double>& axis, double x) {
@@ -45,76 +53,6 @@ std::pair<size_t, double> bracket(const std::vector<double>& axis, double x) {
   const double w = (std::log(x) - std::log(axis[i])) / (std::log(axis[i + 1]) - std::log(axis[i]));
   return {i, w};
 }
-
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-  [[noreturn]] void fail(const std::string& path, const std::string& expected) const {
-    throw ProfileError(file_, path, expected);
-  }
-  const json& at(const json& obj, const std::string& path, const std::string& key, const std::string& what) const {
-    if (!obj.is_object()) fail(path, "expected an object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path + "/" + key, "missing: expected " + what);
-    return *it;
-  }
-  double positive(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = at(obj, path, key, "a positive number");
-    if (!v.is_number() || !(v.get<double>() > 0)) fail(path + "/" + key, "expected a positive number, got " + v.dump());
-    return v.get<double>();
-  }
-  double non_negative(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = at(obj, path, key, "a non-negative number");
-    if (!v.is_number() || v.get<double>() < 0) fail(path + "/" + key, "expected a non-negative number, got " + v.dump());
-    return v.get<double>();
-  }
-  // A whole number in [lo, hi], range-checked before it is converted (1e300 iterations is refused,
-  // not converted with undefined behaviour).
-  int count(const json& obj, const std::string& path, const std::string& key, int lo, int hi) const {
-    const json& v = at(obj, path, key, fmt::format("a whole number from {} to {}", lo, hi));
-    const double x = v.is_number() ? v.get<double>() : 0;
-    if (!v.is_number() || !(x >= lo && x <= hi) || std::floor(x) != x)
-      fail(path + "/" + key, fmt::format("expected a whole number from {} to {}, got {}", lo, hi, v.dump()));
-    return static_cast<int>(x);
-  }
-  std::string string(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = at(obj, path, key, "a string");
-    if (!v.is_string()) fail(path + "/" + key, "expected a string, got " + v.dump());
-    return v.get<std::string>();
-  }
-  Precision precision(const json& v, const std::string& path) const {
-    auto p = v.is_string() ? precision_from_string(v.get<std::string>()) : std::nullopt;
-    if (!p) fail(path, "expected a precision (\"fp64\", \"fp32\" or \"fp16\"), got " + v.dump());
-    return *p;
-  }
-  KernelShape shape(const json& v, const std::string& path, int rank) const {
-    if (!v.is_array() || int(v.size()) != rank)
-      fail(path, fmt::format("expected an array of {} positive integers, got {}", rank, v.dump()));
-    KernelShape s;
-    for (int i = 0; i < rank; ++i) {
-      if (!v[i].is_number_integer() || v[i].get<std::int64_t>() <= 0)
-        fail(fmt::format("{}/{}", path, i), "expected a positive integer, got " + v[i].dump());
-      s.dims[i] = v[i].get<std::int64_t>();
-    }
-    return s;
-  }
-  // Keys allowed in an object; an unknown one is most likely a unit mistake, so say which units.
-  void only_keys(const json& obj, const std::string& path, std::initializer_list<const char*> keys,
-                 const std::string& hint = "") const {
-    for (const auto& item : obj.items()) {
-      bool ok = false;
-      for (const char* k : keys) ok = ok || item.key() == k;
-      if (!ok) {
-        std::string list;
-        for (const char* k : keys) list += std::string(list.empty() ? "" : ", ") + "\"" + k + "\"";
-        fail(path + "/" + item.key(), "unknown key; expected one of " + list + hint);
-      }
-    }
-  }
-
- private:
-  std::string file_;
-};
 
 ProfilePoint read_point(const Reader& r, const json& v, const std::string& path, int rank) {
   if (!v.is_object()) r.fail(path, "expected a point object");
@@ -139,10 +77,11 @@ EfficiencySurface read_surface(const Reader& r, const json& v, const std::string
   r.only_keys(v, path, {"kernel", "precision", "axes", "points"});
   EfficiencySurface s;
   const json& kn = r.at(v, path, "kernel", "a kernel name");
-  auto k = kn.is_string() ? kernel_from_string(kn.get<std::string>()) : std::nullopt;
+  auto k = kn.is_string() ? profiled_kernel_from_string(kn.get<std::string>()) : std::nullopt;
   if (!k) {
     std::string names;
     for (Kernel x : all_kernels) names += std::string(names.empty() ? "" : ", ") + to_string(x);
+    for (Kernel x : fused_attention_kernels) names += std::string(", ") + to_string(x);
     r.fail(path + "/kernel", "expected a kernel (" + names + "), got " + kn.dump());
   }
   s.kernel = *k;
@@ -255,6 +194,12 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
   hp.cpu_model = r.string(host, "/host", "cpu_model");
   hp.blas = r.string(host, "/host", "blas");
   hp.blas_threads = r.count(host, "/host", "blas_threads", 1, 65536);
+  r.only_keys(host, "/host", {"cpu_model", "blas", "blas_threads", "measured_on"});
+  if (host.contains("measured_on")) {
+    const std::string on = r.string(host, "/host", "measured_on");
+    if (on != "host" && on != "device") r.fail("/host/measured_on", "expected \"host\" or \"device\", got \"" + on + "\"");
+    hp.measured_on_device = on == "device";
+  }
   hp.created_by = root.contains("created_by") ? r.string(root, "", "created_by") : "";
   if (root.contains("stand_ins")) {
     const json& si = root["stand_ins"];
@@ -267,7 +212,17 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
     }
   }
   const json& peaks = r.at(root, "", "peaks", "the peak of each kernel class");
-  for (KernelClass c : kClasses) {
+  if (!peaks.is_object()) r.fail("/peaks", "expected an object: kernel class -> precision -> peak");
+  std::vector<KernelClass> classes(kClasses.begin(), kClasses.end());
+  for (KernelClass c : kOptionalClasses)
+    if (peaks.contains(to_string(c))) classes.push_back(c);
+  for (const auto& item : peaks.items()) {
+    bool known = false;
+    for (KernelClass c : classes) known = known || item.key() == to_string(c);
+    if (!known)
+      r.fail("/peaks/" + item.key(), "unknown kernel class; expected gemm, memory_bound, optimizer_update or fused_attention");
+  }
+  for (KernelClass c : classes) {
     const std::string cp = std::string("/peaks/") + to_string(c);
     const json& per_precision = r.at(peaks, "/peaks", to_string(c), std::string("the ") + to_string(c) + " class's peaks");
     if (!per_precision.is_object() || per_precision.empty())
@@ -276,7 +231,7 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
       const std::string pp = cp + "/" + item.key();
       const Precision p = r.precision(json(item.key()), pp);
       r.only_keys(item.value(), pp, {peak_key(c)},
-                  c == KernelClass::gemm ? " (GEMM peaks in flop/s)" : " (memory-bound peaks in bytes/s)");
+                  std::string(peak_key(c)) == "peak_flops_per_s" ? " (compute peaks in flop/s)" : " (memory-bound peaks in bytes/s)");
       hp.peaks[{c, p}] = r.positive(item.value(), pp, peak_key(c));
     }
   }
@@ -287,6 +242,9 @@ HostProfile parse_host_profile(const std::string& text, const std::string& file)
     if (hp.surfaces.count({s.kernel, s.precision}))
       r.fail(fmt::format("/kernels/{}", i), fmt::format("a second entry for {} at {}", to_string(s.kernel),
                                                          to_string(s.precision)));
+    if (!hp.peaks.count({kernel_class(s.kernel), s.precision}))
+      r.fail(fmt::format("/kernels/{}", i), fmt::format("expected /peaks/{}/{} for this surface",
+                                                         to_string(kernel_class(s.kernel)), to_string(s.precision)));
     hp.surfaces[{s.kernel, s.precision}] = std::move(s);
   }
   for (Kernel k : all_kernels)
@@ -310,6 +268,7 @@ std::string host_profile_json(const HostProfile& hp) {
   json root;  // nlohmann's json object keeps keys sorted: the text is deterministic
   root["format"] = kFormat;
   root["host"] = {{"cpu_model", hp.cpu_model}, {"blas", hp.blas}, {"blas_threads", hp.blas_threads}};
+  if (hp.measured_on_device) root["host"]["measured_on"] = "device";
   root["created_by"] = hp.created_by;
   for (const auto& [from, to] : hp.stand_ins)
     root["stand_ins"][to_string(from)] = {{"precision", to_string(to.first)}, {"reason", to.second}};

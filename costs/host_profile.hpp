@@ -59,6 +59,9 @@ struct HostProfile {
   std::string file;  // where it was read from ("" when built in memory)
   std::string cpu_model, blas, created_by;
   int blas_threads = 1;
+  // Measured on the target device itself (a GPU's kernel profile, costs/kernel_times.hpp; the file's
+  // "host": {"measured_on": "device"}), not on a host whose efficiencies are mapped onto a device.
+  bool measured_on_device = false;
   // Peak per kernel class and precision: gemm in flop/s, the others in B/s.
   std::map<std::pair<KernelClass, Precision>, double> peaks;
   std::map<std::pair<Kernel, Precision>, EfficiencySurface> surfaces;

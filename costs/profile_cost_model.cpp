@@ -8,6 +8,9 @@
 namespace exasim {
 
 std::string ProfileEfficiency::describe() const {
+  if (profile_->measured_on_device)
+    return fmt::format("kernel profile {} (measured on the device: {}, {})",
+                       profile_->file.empty() ? "<in memory>" : profile_->file, profile_->cpu_model, profile_->blas);
   return fmt::format("host profile {} ({}, {}, {} BLAS thread(s))", profile_->file.empty() ? "<in memory>" : profile_->file,
                      profile_->cpu_model, profile_->blas, profile_->blas_threads);
 }
@@ -21,15 +24,34 @@ ProfileCostModel::ProfileCostModel(DeviceProfile d, std::shared_ptr<const HostEf
     throw std::invalid_argument("device '" + device_.name + "': optimizer_memory_bandwidth_Bps must be positive");
 }
 
+// The shape a kernel's efficiency is looked up at. A batched GEMM measured on the device itself (a
+// GPU's strided-batched GEMM: attention's scores and context, one GEMM per (sequence, head)) runs its
+// batch's output tiles side by side across the SMs, as one GEMM of batch x m rows would: it is looked
+// up as that GEMM (the surfaces hold single GEMMs; a small one alone leaves most SMs idle). A host
+// runs the batch's GEMMs one after another, each at one GEMM's efficiency (the surface's rule).
+KernelShape ProfileCostModel::host_lookup_shape(const ComputeWork& w, bool half_gemm) const {
+  if (half_gemm && !device_.kernels_measured_on_device) return device_.half_gemm_host_shape(w.shape);
+  if (w.kernel == Kernel::gemm && device_.kernels_measured_on_device && w.shape.batch > 1) {
+    KernelShape s = w.shape;
+    s.dims[0] = shape_dim(double(s.dims[0]) * double(s.batch), "a batched GEMM's rows");
+    s.batch = 1;
+    return s;
+  }
+  return w.shape;
+}
+
 double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   // Offload's copies and host Adam: data movement, not a kernel with a host efficiency.
   if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
-  // FlashAttention: no host kernel runs it; its device file's published best case.
-  if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
-  const double peak = device_.peak_flops_s(w.precision);
   // An fp8 GEMM: no host kernel runs fp8; its shape's efficiency relative to the best case is
   // taken from the 16-bit GEMM of the same shape (the device file gives the fp8 best case).
   const Precision host_precision = w.precision == Precision::fp8 ? Precision::fp16 : w.precision;
+  // FlashAttention: no host kernel runs it; its device file's best case, and where the device's
+  // own profile measured the kernel, its efficiency at the shape relative to that best case.
+  if (w.kernel_class() == KernelClass::fused_attention)
+    return device_.fused_attention_time_s(
+        w, device_.kernels_measured_on_device ? host_->relative(w.kernel, host_precision, w.shape) : 1.0);
+  const double peak = device_.peak_flops_s(w.precision);
   // A device with a described matrix unit: a GEMM's shape efficiency is the unit's utilisation
   // at the shape (the host's BLAS blocks for a CPU's caches, not for a systolic array). A 16-bit
   // GEMM otherwise reads the host's surface at the shape half_gemm_host_shape gives.
@@ -46,8 +68,7 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   const bool matrix_unit = w.kernel_class() == KernelClass::gemm && device_.has_matrix_unit();
   const bool half_gemm = w.kernel_class() == KernelClass::gemm && w.precision == Precision::fp16;
   const double rel = matrix_unit ? device_.matrix_unit_utilisation(w.shape)
-                                 : host_->relative(w.kernel, host_precision,
-                                                   half_gemm ? device_.half_gemm_host_shape(w.shape) : w.shape);
+                                 : host_->relative(w.kernel, host_precision, host_lookup_shape(w, half_gemm));
   if (!(rel > 0 && rel <= 1))
     throw std::logic_error(fmt::format("host efficiency of {} at {} is {}, not in (0, 1]", exasim::describe(w.kernel, w.shape),
                                        to_string(w.precision), rel));

@@ -83,6 +83,7 @@ class ProfileCostModel final : public CostModel {
   const DeviceProfile& device() const { return device_; }
 
  private:
+  KernelShape host_lookup_shape(const ComputeWork& w, bool half_gemm) const;
   DeviceProfile device_;
   std::shared_ptr<const HostEfficiency> host_;
 };

@@ -42,6 +42,7 @@ const char* to_string(Kernel k) {
     case Kernel::host_copy: return "host_copy";
     case Kernel::host_adam: return "host_adam";
     case Kernel::flash_attention: return "flash_attention";
+    case Kernel::flash_attention_causal: return "flash_attention_causal";
   }
   return "?";
 }
@@ -55,6 +56,15 @@ std::optional<Kernel> kernel_from_string(std::string_view s) {
     if (s == to_string(k)) return k;
   return std::nullopt;
 }
+bool is_fused_attention(Kernel k) { return kernel_class(k) == KernelClass::fused_attention; }
+
+std::optional<Kernel> profiled_kernel_from_string(std::string_view s) {
+  if (auto k = kernel_from_string(s)) return k;
+  for (Kernel k : fused_attention_kernels)
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
 std::int64_t shape_dim(double x, const char* what) {
   if (!(x >= 0 && x <= kMaxShapeDim))
     throw std::invalid_argument(fmt::format("{} of {:g} is outside 0 .. 2^53: the model and plan give a kernel no "
@@ -79,7 +89,8 @@ KernelClass kernel_class(Kernel k) {
     case Kernel::adam: return KernelClass::optimizer_update;
     case Kernel::host_copy: return KernelClass::host_link;
     case Kernel::host_adam: return KernelClass::host_memory;
-    case Kernel::flash_attention: return KernelClass::fused_attention;
+    case Kernel::flash_attention:
+    case Kernel::flash_attention_causal: return KernelClass::fused_attention;
     default: return KernelClass::memory_bound;
   }
 }
@@ -92,7 +103,8 @@ int shape_rank(Kernel k) {
     case Kernel::im2col:
     case Kernel::pool:
     case Kernel::gate_topk:
-    case Kernel::flash_attention: return 3;
+    case Kernel::flash_attention:
+    case Kernel::flash_attention_causal: return 3;
     case Kernel::softmax:
     case Kernel::layer_norm:
     case Kernel::batch_norm:
@@ -108,7 +120,8 @@ std::array<const char*, 3> shape_axis_names(Kernel k) {
     case Kernel::token_permute: return {"tokens", "d_model", ""};
     case Kernel::im2col:
     case Kernel::pool: return {"pixels", "channels", "window"};
-    case Kernel::flash_attention: return {"seq", "head_dim", "passes"};
+    case Kernel::flash_attention:
+    case Kernel::flash_attention_causal: return {"seq", "head_dim", "passes"};
     case Kernel::softmax:
     case Kernel::layer_norm:
     case Kernel::batch_norm: return {"rows", "cols", ""};
@@ -152,6 +165,8 @@ NominalWork nominal_work(Kernel k, const KernelShape& s, Precision p) {
     // `c` GEMMs of s x s x head_dim per (sequence, head) pair; memory traffic only for the operands:
     // forward reads Q, K, V and writes O; backward reads Q, K, V, O, dO and writes dQ, dK, dV.
     case Kernel::flash_attention: return {2 * c * a * a * b * batch, (c <= 2 ? 4 : 8) * a * b * e * batch};
+    // the lower triangle's s (s + 1) / 2 pairs of the s^2 above; the same operands
+    case Kernel::flash_attention_causal: return {c * a * (a + 1) * b * batch, (c <= 2 ? 4 : 8) * a * b * e * batch};
   }
   return {};
 }

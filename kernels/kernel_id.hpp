@@ -50,6 +50,11 @@ enum class Kernel {
   // written to memory. dims {seq, head_dim, passes}: passes = 2 GEMMs forward (Q K^T, P V),
   // 5 backward (Q K^T again, dV, dP, dQ, dK: FlashAttention-2's backward).
   flash_attention,
+  // The same kernel under a causal mask (a decoder's self-attention): query i attends to keys 0..i,
+  // and the kernel skips the blocks above the diagonal, so it computes the lower triangle's
+  // s (s + 1) / 2 (query, key) pairs, not s^2 (its nominal work; the blocks that straddle the
+  // diagonal are computed whole and masked, which its measured efficiency carries).
+  flash_attention_causal,
 };
 // The device kernels (what kernels/ runs and the host profile measures).
 inline constexpr std::array<Kernel, 11> all_kernels = {
@@ -64,7 +69,7 @@ inline constexpr std::array<Kernel, 11> all_kernels = {
 //   token_permute:                    {tokens, d_model}
 //   gelu, residual_add, adam:         {elements}
 //   host_copy, host_adam:             {elements}
-//   flash_attention:                  {seq, head_dim, passes}, batch = (sequence, head) pairs
+//   flash_attention(_causal):         {seq, head_dim, passes}, batch = (sequence, head) pairs
 // Unused dims are 0; batch is 1 except for batched GEMMs.
 struct KernelShape {
   std::array<std::int64_t, 3> dims{};
@@ -84,7 +89,12 @@ const char* to_string(Precision p);
 const char* to_string(KernelClass k);
 const char* to_string(Kernel k);
 std::optional<Precision> precision_from_string(std::string_view s);
-std::optional<Kernel> kernel_from_string(std::string_view s);
+std::optional<Kernel> kernel_from_string(std::string_view s);  // the device kernels (all_kernels)
+// The fused attention kernels, which a profile measured on a GPU holds beside the device kernels.
+inline constexpr std::array<Kernel, 2> fused_attention_kernels = {Kernel::flash_attention, Kernel::flash_attention_causal};
+bool is_fused_attention(Kernel k);
+// A kernel a profile may hold: the device kernels and the fused attention kernels.
+std::optional<Kernel> profiled_kernel_from_string(std::string_view s);
 double bytes_per_element(Precision p);
 
 KernelClass kernel_class(Kernel k);

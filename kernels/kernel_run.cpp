@@ -318,6 +318,7 @@ std::unique_ptr<KernelRun> make_typed(Kernel k, const KernelShape& s, Precision 
     case Kernel::host_copy:
     case Kernel::host_adam:  // data movement off the device: no kernel to run
     case Kernel::flash_attention:  // FlashAttention: costed from its device file, not run on the host
+    case Kernel::flash_attention_causal:
       throw std::invalid_argument(std::string(to_string(k)) + " is not a device kernel: nothing to run");
   }
   throw std::invalid_argument("unknown kernel");

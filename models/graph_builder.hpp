@@ -89,15 +89,19 @@ class GraphBuilder {
     return add(std::move(name), std::move(label), ph, ComputeWork{kernel, p, flops, bytes, s}, after);
   }
   // FlashAttention over `pairs` (sequence, head) pairs of `seq` tokens and head size `head_dim`:
-  // `passes` GEMMs of s x s x head_dim each (2 forward, 5 backward), counted as model FLOPs like
-  // the GEMMs they replace (and the recomputed ones).
-  long fused_attention(std::string name, std::string label, Phase ph, Precision p, double seq,
-                       double head_dim, int passes, double pairs, const After& after) {
+  // `passes` GEMMs of s x s x head_dim each (2 forward, 5 backward); `causal`: under a causal mask,
+  // the kernel that computes only the lower triangle (flash_attention_causal). Model FLOPs count the
+  // whole s x s GEMMs the kernel replaces, masked or not (as Megatron's and PaLM's model FLOPs do),
+  // and the recomputed ones (`model_flops` when the caller counts them: a ring-attention block);
+  // executed FLOPs what the kernel runs.
+  long fused_attention(std::string name, std::string label, Phase ph, Precision p, double seq, double head_dim,
+                       int passes, double pairs, const After& after, bool causal = false, double model_flops = -1) {
+    const Kernel k = causal ? Kernel::flash_attention_causal : Kernel::flash_attention;
     const KernelShape s{{std::int64_t(seq), std::int64_t(head_dim), passes}, std::int64_t(pairs)};
-    const NominalWork w = nominal_work(Kernel::flash_attention, s, p);
+    const NominalWork w = nominal_work(k, s, p);
     executed_ += w.flops;
-    model_ += w.flops;
-    return add(std::move(name), std::move(label), ph, ComputeWork{Kernel::flash_attention, p, w.flops, w.bytes, s}, after);
+    model_ += model_flops >= 0 ? model_flops : nominal_work(Kernel::flash_attention, s, p).flops;
+    return add(std::move(name), std::move(label), ph, ComputeWork{k, p, w.flops, w.bytes, s}, after);
   }
   // The optimizer's update pass over a parameter shard.
   long optimizer_update(std::string name, std::string label, double parameters,

@@ -808,6 +808,16 @@ class StageBuilder {
   KernelShape scores() const { return gemm_shape(x_.s, x_.s, x_.d / x_.h, local_heads()); }
   KernelShape context() const { return gemm_shape(x_.s, x_.d / x_.h, x_.s, local_heads()); }
 
+  // A layer's self-attention is causal in a decoder (GPT; an encoder-decoder's decoder layers: a
+  // token attends to the tokens before it), not in an encoder (BERT; the encoder layers); the
+  // cross-attention over the encoder's output never is. Only FlashAttention's kernel skips the masked
+  // blocks (flash_attention_causal); standard attention computes every score and masks them.
+  bool causal_self_attention(int l) const {
+    return x_.model.architecture == ModelSpec::Architecture::decoder || x_.model.is_decoder_layer(l);
+  }
+  bool causal_ = false;  // the layer being built's (layer_forward, layer_backward)
+  bool causal(const std::string& a) const { return a == "attn" && causal_; }
+
   // The attention core: what selective recomputation reruns. Grouped-query attention shares each
   // key/value head among h / kv query heads: the per-query-head GEMMs are unchanged.
   // `a`: "attn" (self-attention) or "cross" (a decoder layer's attention over the encoder's output).
@@ -818,7 +828,7 @@ class StageBuilder {
     }
     if (x_.flash) {
       last_ = b_.fused_attention(p + a + "_flash" + suffix, a + "_flash" + suffix, ph, x_.gemm, x_.s, x_.dh(), 2,
-                                 local_heads(), deps());
+                                 local_heads(), deps(), causal(a));
       return;
     }
     const double s = x_.s, rows = local_heads() * s;  // = T_local x heads_local
@@ -832,7 +842,8 @@ class StageBuilder {
     const Phase B = Phase::backward;
     const double s = x_.s, rows = local_heads() * s;
     if (x_.flash) {  // FlashAttention-2's backward: recomputes the scores blockwise, 5 GEMMs
-      last_ = b_.fused_attention(p + a + "_flash", a + "_flash.bwd", B, x_.gemm, s, x_.dh(), 5, local_heads(), deps());
+      last_ = b_.fused_attention(p + a + "_flash", a + "_flash.bwd", B, x_.gemm, s, x_.dh(), 5, local_heads(), deps(),
+                                 causal(a));
       return;
     }
     last_ = b_.gemm_backward(p + a + "_context", a + "_context", x_.gemm, x_.storage, context(), deps());
@@ -874,9 +885,7 @@ class StageBuilder {
   // (s/c) x (s/c) block. Block 0 is the device's own; step i's key/value block arrives from the
   // ring's previous device while step i-1's block is computed (send +1, receive from -1 on "cp"),
   // so the exchange hides when a block's kernel is longer than its transfer. The causal mask:
-  // the 2c-chunk layout gives every device the same share of the unmasked pairs; as the
-  // non-parallel flash kernel here, each block is costed whole (c blocks of (s/c)^2 = s^2 / c,
-  // the plain kernel's s^2 shared by c devices).
+  // the 2c-chunk layout gives every device the same share of the unmasked pairs (ring_block_attention).
   double ring_block() const { return x_.s / x_.cp; }
   // One block's keys and values: 2 x (b/tok sequences x s/c tokens x local kv heads x head dim).
   double ring_kv_bytes() const { return 2 * x_.b / x_.tok * ring_block() * (x_.kv / x_.hs) * x_.dh() * x_.ea; }
@@ -889,6 +898,26 @@ class StageBuilder {
     b_.transfer(n + ".send", role + "_send_" + what, ph, Dir::send, role, +1, bytes, tag, after);
     return b_.transfer(n + ".recv", role + "_recv_" + what, ph, Dir::recv, role, +1, bytes, tag, after);
   }
+  // Step i's kernel of ring attention. Under a causal mask (Transformer Engine's
+  // AttnFuncWithCPAndKVP2P): step 0 is the device's own block, a causal kernel; on a later step
+  // either the whole query block meets the first half of the arriving key/value block or the
+  // second half of the queries meets the whole key/value block: half the block's (query, key)
+  // pairs, unmasked, costed as the full-mask kernel on twice the pairs of half the length (the same
+  // FLOPs). Without the mask every step is the whole block. Model FLOPs count every block whole,
+  // as the plain kernel's s^2 shared by c devices.
+  long ring_block_attention(const std::string& n, const std::string& label, Phase ph, int step, int passes,
+                            const std::vector<long>& after) {
+    const double whole = nominal_work(Kernel::flash_attention,
+                                      KernelShape{{std::int64_t(ring_block()), std::int64_t(x_.dh()), passes},
+                                                  std::int64_t(local_heads())},
+                                      x_.gemm)
+                             .flops;
+    if (causal_ && step > 0)
+      return b_.fused_attention(n, label, ph, x_.gemm, ring_block() / 2, x_.dh(), passes, 2 * local_heads(), after, false,
+                                whole);
+    return b_.fused_attention(n, label, ph, x_.gemm, ring_block(), x_.dh(), passes, local_heads(), after,
+                              causal_ && step == 0, whole);
+  }
   void ring_attention_forward(const std::string& p, Phase ph, const std::string& suffix) {
     const int c = static_cast<int>(x_.cp);
     const std::vector<long> start = deps();
@@ -897,8 +926,7 @@ class StageBuilder {
       const long here = arrived;  // block i (i > 0: received during step i-1)
       if (i + 1 < c) arrived = ring_hop(p, "kv", ph, i, ring_kv_bytes(), i == 0 ? start : std::vector<long>{here});
       std::vector<long> d = i == 0 ? start : std::vector<long>{compute, here};
-      compute = b_.fused_attention(fmt::format("{}attn_ring{}{}", p, i, suffix), "attn_flash" + suffix, ph, x_.gemm,
-                                   ring_block(), x_.dh(), 2, local_heads(), d);
+      compute = ring_block_attention(fmt::format("{}attn_ring{}{}", p, i, suffix), "attn_flash" + suffix, ph, i, 2, d);
     }
     last_ = compute;
   }
@@ -915,8 +943,7 @@ class StageBuilder {
       const long here = arrived;
       if (i + 1 < c) arrived = ring_hop(p, "kv", B, i, ring_kv_bytes(), i == 0 ? start : std::vector<long>{here});
       std::vector<long> d = i == 0 ? start : std::vector<long>{compute, here};
-      compute = b_.fused_attention(fmt::format("{}attn_ring{}", p, i), "attn_flash.bwd", B, x_.gemm, ring_block(),
-                                   x_.dh(), 5, local_heads(), d);
+      compute = ring_block_attention(fmt::format("{}attn_ring{}", p, i), "attn_flash.bwd", B, i, 5, d);
       grad = ring_hop(p, "dkv", B, i, ring_kv_bytes(), i == 0 ? std::vector<long>{compute} : std::vector<long>{compute, grad});
     }
     last_ = compute;
@@ -939,6 +966,7 @@ class StageBuilder {
   void layer_forward(int l, Phase ph, bool recompute) {
     const std::string sfx = recompute ? ".recompute" : "";
     const std::string p = name(fmt::format("L{}.{}.", l, recompute ? "recompute" : "fwd"));
+    causal_ = causal_self_attention(l);
     const double Tl = x_.Tl(), Ts = x_.Ts(), dl = x_.dl(), ea = x_.ea, ffl = x_.ff / x_.hs;
     const Precision ew = x_.elementwise;
     if (!recompute) zero3_gather(l, ph);
@@ -1088,6 +1116,7 @@ class StageBuilder {
 
   void layer_backward(int l) {
     const std::string p = name(fmt::format("L{}.bwd.", l));
+    causal_ = causal_self_attention(l);
     const double Tl = x_.Tl(), Ts = x_.Ts(), dl = x_.dl(), ea = x_.ea, ffl = x_.ff / x_.hs;
     const Phase B = Phase::backward;
     const Precision ew = x_.elementwise;

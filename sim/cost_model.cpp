@@ -60,8 +60,8 @@ double DeviceProfile::compute_share_factor(const ComputeWork& w) const {
   return double(streaming_multiprocessors) / double(streaming_multiprocessors - w.communication_sms);
 }
 
-double DeviceProfile::fused_attention_time_s(const ComputeWork& w) const {
-  return std::max(w.flops / (peak_flops_s(w.precision) * flash_attention_efficiency_at(w.precision)),
+double DeviceProfile::fused_attention_time_s(const ComputeWork& w, double relative_efficiency) const {
+  return std::max(w.flops / (peak_flops_s(w.precision) * flash_attention_efficiency_at(w.precision) * relative_efficiency),
                   w.bytes / memory_bandwidth_Bps);
 }
 

@@ -46,8 +46,12 @@ struct DeviceProfile {
   // peak, its bytes at the host's streaming efficiency for as many elements (a residual add's),
   // and its transcendentals on these units (transcendental_time_s).
   double special_function_ops_per_s = 0;
+  // Its kernels' efficiencies were measured on the device itself (the device file's kernel_profile):
+  // a softmax's or GELU's measured rate already holds the special function units, so the host-bound
+  // correction above does not apply.
+  bool kernels_measured_on_device = false;
   bool evaluates_transcendentals(Kernel k) const {
-    return special_function_ops_per_s > 0 && transcendentals_per_element(k) > 0;
+    return !kernels_measured_on_device && special_function_ops_per_s > 0 && transcendentals_per_element(k) > 0;
   }
   // A kernel's transcendentals / special_function_ops_per_s (0 when the device gives no rate).
   double transcendental_time_s(const ComputeWork& w) const;
@@ -73,7 +77,9 @@ struct DeviceProfile {
   // FlashAttention's best-case efficiency; throws naming the device when its file gives none.
   double flash_attention_efficiency_at(Precision p) const;
   // The fused attention kernel's time: max(flops / (peak x its efficiency), bytes / bandwidth).
-  double fused_attention_time_s(const ComputeWork& w) const;
+  // relative_efficiency: the kernel's efficiency at its shape relative to that best case (1 where
+  // only the best case is known), from a profile measured on the device.
+  double fused_attention_time_s(const ComputeWork& w, double relative_efficiency = 1.0) const;
   // The bandwidth a class's bytes stream at: the optimizer's own, the host link's, the host
   // memory's, else the memory bandwidth. Throws std::invalid_argument naming the device when a
   // host class's bandwidth is not given.

@@ -88,6 +88,10 @@ struct MachineSpec {
   std::map<Precision, double> gemm_efficiency;
   std::map<Precision, double> flash_attention_efficiency;  // FlashAttention's best case (absent: none)
   bool half_gemm_ridge_scaled = false;  // the device file's: DeviceProfile::half_gemm_host_shape
+  // The device file's kernel_profile: the embedded kernel profile measured on the device itself
+  // ("device-h100-sxm5-80gb": profiles/device-h100-sxm5-80gb.json), whose efficiency surfaces cost its
+  // kernels instead of the host's ("": costed from the host profile).
+  std::string kernel_profile;
   double memory_bandwidth_Bps = 0;               // achieved bandwidth per device (layer kernels)
   double optimizer_memory_bandwidth_Bps = 0;     // achieved by the optimizer update (Sunway: derived)
   double memory_bytes = 0;                       // per device

@@ -109,14 +109,23 @@ TEST_CASE("ring attention: c - 1 key/value hops forward, c - 1 and c gradient ho
   CHECK(seen.at("cp_send_dkv").first == 2 * 4);
   CHECK(seen.at("cp_send_dkv").second == kv);
   // c blocks per layer and pass.
-  int blocks = 0;
+  // Under the causal mask: step 0 the device's own (s/c) x (s/c) block, a causal kernel; steps 1..c-1
+  // half a block each, as the full-mask kernel on twice the pairs of half the length (the same FLOPs:
+  // 2 x (s/2c)^2 = (s/c)^2 / 2).
+  int own = 0, halves = 0;
   const StepGraph& g = tw.workload.programs.at(0);
   for (auto v : boost::make_iterator_range(boost::vertices(g)))
-    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && c->kernel == Kernel::flash_attention) {
-      ++blocks;
-      CHECK(c->shape.dims[0] == 256);  // (s/c) x (s/c) blocks
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && is_fused_attention(c->kernel)) {
+      if (c->kernel == Kernel::flash_attention_causal) {
+        ++own;
+        CHECK(c->shape.dims[0] == 256);
+      } else {
+        ++halves;
+        CHECK(c->shape.dims[0] == 128);
+      }
     }
-  CHECK(blocks == 2 * (4 + 4));
+  CHECK(own == 2 * (1 + 1));
+  CHECK(halves == 2 * (3 + 3));
 }
 
 TEST_CASE("context parallelism: the same FLOPs over c devices, a c-th of the activations per device") {

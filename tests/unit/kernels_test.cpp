@@ -308,6 +308,7 @@ void check_run_against_reference(Kernel k, const KernelShape& s, Precision p) {
     case Kernel::host_copy:
     case Kernel::host_adam:  // offload's data movement: not in all_kernels, KernelRun::make refuses it
     case Kernel::flash_attention:  // costed from the device file, not a host kernel
+    case Kernel::flash_attention_causal:
       FAIL("not a device kernel");
       break;
   }

@@ -97,20 +97,45 @@ TEST_CASE("FlashAttention: one fused kernel, no s x s scores in memory, the back
   CHECK(count_label(g, "attn_flash.bwd") == 2);
   CHECK(count_label(g, "attn_softmax") == 0);
   CHECK(count_label(g, "attn_scores") == 0);
+  int causal = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
-    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && c->kernel == Kernel::flash_attention) {
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && is_fused_attention(c->kernel)) {
+      // A decoder's self-attention is causal: the kernel computes the lower triangle's s (s + 1) / 2
+      // (query, key) pairs of each (sequence, head), s^2 dh x 2 FLOPs for each whole GEMM.
+      CHECK(c->kernel == Kernel::flash_attention_causal);
+      ++causal;
       CHECK(kernel_class(c->kernel) == KernelClass::fused_attention);
       const double passes = g[v].label == "attn_flash" ? 2 : 5;
-      CHECK(c->flops == doctest::Approx(2 * passes * 32 * 32 * 8 * 8));  // per (sequence, head): s^2 dh each
+      CHECK(c->flops == doctest::Approx(passes * 32 * 33 * 8 * 8));  // per pair: s (s + 1) dh per pass
       CHECK(c->bytes == doctest::Approx((passes == 2 ? 4 : 8) * 32 * 8 * 2 * 8));  // Q K V O (+ grads), no scores
     }
-  // FLOPs: forward the same as the two GEMMs; backward 5 GEMMs instead of 4: one more s^2 dh per pair.
+  CHECK(causal == 4);
+  // Model FLOPs count the whole GEMMs, masked or not: forward the same as the two GEMMs; backward 5
+  // GEMMs instead of 4: one more s^2 dh per pair. Executed FLOPs: the lower triangles only.
   CHECK(flash.model_flops - standard.model_flops == doctest::Approx(2 * 2 * 32 * 32 * 8 * 8));
+  double executed = 0;
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && is_fused_attention(c->kernel)) executed += c->flops;
+  CHECK(executed == doctest::Approx(2 * (2 + 5) * 32 * 33 * 8 * 8));  // 2 layers' lower triangles
   // Memory: the 5 a s^2 b bytes of scores, mask and dropout output give way to a 4-byte
   // log-sum-exp per row.
   const double a = 8, s = 32;
   CHECK(layer_activation_bytes(m, bf16(32), single()) - layer_activation_bytes(m, bf16(32), single(ParallelPlan::Attention::flash)) ==
         doctest::Approx(5 * a * s * s - 4 * a * s));
+}
+
+TEST_CASE("FlashAttention in an encoder (BERT): no causal mask, the whole s x s kernel") {
+  ModelSpec m = llama_like();
+  m.architecture = ModelSpec::Architecture::encoder;
+  const TransformerWorkload flash = build_transformer_workload(m, bf16(32), single(ParallelPlan::Attention::flash));
+  const StepGraph& g = flash.workload.programs[0];
+  int whole = 0;
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && is_fused_attention(c->kernel)) {
+      CHECK(c->kernel == Kernel::flash_attention);
+      ++whole;
+    }
+  CHECK(whole == 4);
 }
 
 TEST_CASE("FlashAttention's cost: flops over the device peak times its published efficiency, refused when none is given") {

@@ -270,6 +270,9 @@ TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class 
     const double peak = hp.peaks.at({kernel_class(key.first), key.second});
     for (const ProfilePoint& pt : s.points) {
       CHECK(pt.efficiency == doctest::Approx(achieved_rate(key.first, pt.shape, key.second, pt.time_s) / peak));
+      // im2col and pooling count their window taps' cache hits as memory traffic: they do not set
+      // the class peak (derive_efficiencies), so their efficiency may pass 1.
+      if (key.first == Kernel::im2col || key.first == Kernel::pool) continue;
       double& b = best[{kernel_class(key.first), key.second}];
       b = std::max(b, pt.efficiency);
     }
