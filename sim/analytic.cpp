@@ -12,6 +12,16 @@
 
 namespace exasim {
 
+namespace {
+
+// Algorithms whose steps go to partners of their own (not the ring's next member).
+bool stepwise(const CollectiveWork& c) {
+  return c.algorithm == CollectiveAlgorithm::rabenseifner || c.algorithm == CollectiveAlgorithm::recursive_doubling ||
+         (c.algorithm == CollectiveAlgorithm::pairwise && c.kind != CollectiveKind::all_to_all);
+}
+
+}  // namespace
+
 const GroupTable& AlphaBetaCosts::table(const std::string& role) const {
   auto it = w_.groups.find(role);
   if (it == w_.groups.end()) throw std::runtime_error("workload has no group role '" + role + "'");
@@ -44,6 +54,16 @@ double AlphaBetaCosts::collective_time_s(const CollectiveSchedule& sch, const Co
                                          int group) {
   const auto& members = gt.members.at(group);
   const int n = static_cast<int>(members.size()), L = gt.block_size;
+  if (stepwise(c)) {
+    const std::vector<PathCost>& pc = slowest_step_pairs(sch, gt, group, c);
+    double t = 0;
+    CollectiveStep st;
+    for (int k = 0; k < sch.step_count(); ++k) {
+      sch.critical_step(0, k, st);
+      t += pc[k].latency_s + st.sends.at(0).bytes / pc[k].bandwidth_Bps;
+    }
+    return t;
+  }
   if (c.algorithm != CollectiveAlgorithm::multi_ring || L < 2 || L >= n) {
     const PathCost pc = slowest_ring_pair(gt, group, c);
     return sch.alpha_beta_time_s(pc.latency_s, pc.bandwidth_Bps);
@@ -55,6 +75,28 @@ double AlphaBetaCosts::collective_time_s(const CollectiveSchedule& sch, const Co
                                      across.latency_s + channel_chunk / across.bandwidth_Bps);
 }
 
+const std::vector<AlphaBetaCosts::PathCost>& AlphaBetaCosts::slowest_step_pairs(const CollectiveSchedule& sch,
+                                                                                const GroupTable& gt, int group,
+                                                                                const CollectiveWork& c) {
+  const auto key = std::make_tuple(&gt, group, c.kind, c.algorithm, c.within_node_step_latency_s,
+                                   c.between_nodes_step_latency_s);
+  auto it = step_costs_.find(key);
+  if (it != step_costs_.end()) return it->second;
+  const auto& members = gt.members.at(group);
+  std::vector<PathCost> worst(sch.step_count(), PathCost{0, std::numeric_limits<double>::infinity()});
+  CollectiveStep st;
+  for (int k = 0; k < sch.step_count(); ++k)
+    for (size_t m = 0; m < members.size(); ++m) {
+      sch.critical_step(static_cast<int>(m), k, st);
+      for (const auto& snd : st.sends) {
+        const PathCost pc = collective_path_cost(members[m], members[snd.peer], c);
+        worst[k].latency_s = std::max(worst[k].latency_s, pc.latency_s);
+        worst[k].bandwidth_Bps = std::min(worst[k].bandwidth_Bps, pc.bandwidth_Bps);
+      }
+    }
+  return step_costs_[key] = std::move(worst);
+}
+
 // Member m's cost of MPI's protocols over the whole collective: the eager copy of each message it
 // sends (Network::eager_copy_s) and, per step that sends by rendezvous, one round trip of
 // `latency_s` (the step's messages are posted together, so their handshakes overlap).
@@ -63,7 +105,7 @@ double AlphaBetaCosts::protocol_s(const CollectiveSchedule& sch, int m, double l
   double total_s = 0;
   CollectiveStep st;
   for (int k = 0; k < sch.step_count(); ++k) {
-    sch.step(m, k, st);
+    sch.critical_step(m, k, st);
     bool rendezvous = false;
     for (const auto& snd : st.sends) {
       total_s += net_.eager_copy_s(snd.bytes);

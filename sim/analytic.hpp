@@ -50,12 +50,18 @@ class AlphaBetaCosts {
   double protocol_s(const CollectiveSchedule& sch, int m, double latency_s) const;
   double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group);
   PathCost slowest_ring_pair(const GroupTable& gt, int group, const CollectiveWork& c);
+  // Per step, the slowest pair among the members' critical-path sends (pairwise, halving and
+  // doubling: each step has partners of its own).
+  const std::vector<PathCost>& slowest_step_pairs(const CollectiveSchedule& sch, const GroupTable& gt, int group,
+                                                  const CollectiveWork& c);
   PathCost collective_path_cost(int a, int b, const CollectiveWork& c);
   PathCost path_cost(int a, int b);
   const Workload& w_;
   const Network& net_;
   std::map<std::pair<int, int>, PathCost> paths_;
   std::map<std::tuple<const GroupTable*, int, double, double>, PathCost> ring_costs_;
+  std::map<std::tuple<const GroupTable*, int, CollectiveKind, CollectiveAlgorithm, double, double>, std::vector<PathCost>>
+      step_costs_;
 };
 
 // Returns a SimResult with one SimulatedRank per program (multiplicity: the ranks running

@@ -256,7 +256,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int n = static_cast<int>(members.size());
   double base_s = c.base_latency_s;  // the library's per-collective latency, before the first flow
   for (int k = 0; k < sch.step_count(); ++k) {
-    sch.step(m, k, st);
+    sch.critical_step(m, k, st);  // the representative stands for its class: the critical path's sends
     if (st.sends.size() == 1) {
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;

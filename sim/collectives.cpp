@@ -4,29 +4,51 @@
 
 namespace exasim {
 
+namespace {
+
+// The kind/algorithm pairs that exist (std::invalid_argument otherwise).
+void check_algorithm(CollectiveKind kind, CollectiveAlgorithm algorithm, int n, int block) {
+  using A = CollectiveAlgorithm;
+  const bool a2a = kind == CollectiveKind::all_to_all;
+  const bool blocked = algorithm == A::hierarchical || algorithm == A::torus_2d || algorithm == A::multi_ring;
+  if (blocked && (block < 1 || n % block != 0))
+    throw std::invalid_argument(std::string(to_string(algorithm)) + " " + to_string(kind) + ": block size " +
+                                std::to_string(block) + " does not divide the group size " + std::to_string(n));
+  if (a2a) {
+    if (algorithm != A::pairwise && algorithm != A::direct && algorithm != A::hierarchical)
+      throw std::invalid_argument(std::string("all_to_all has no ") + to_string(algorithm) +
+                                  " algorithm (use pairwise, direct or hierarchical)");
+    return;
+  }
+  const bool any = algorithm == A::ring || algorithm == A::torus_2d || algorithm == A::multi_ring;
+  bool ok = any;
+  switch (kind) {
+    case CollectiveKind::all_reduce:
+      ok = any || algorithm == A::hierarchical || algorithm == A::rabenseifner || algorithm == A::recursive_doubling;
+      break;
+    case CollectiveKind::reduce_scatter: ok = any || algorithm == A::rabenseifner || algorithm == A::pairwise; break;
+    case CollectiveKind::all_gather: ok = any || algorithm == A::recursive_doubling; break;
+    case CollectiveKind::all_to_all: break;
+  }
+  if (!ok)
+    throw std::invalid_argument(std::string(to_string(kind)) + " has no " + to_string(algorithm) + " algorithm");
+  if (kind == CollectiveKind::all_gather && algorithm == A::recursive_doubling && (n & (n - 1)) != 0)
+    throw std::invalid_argument("recursive_doubling all_gather needs a power-of-two group (MPICH runs it only there), got " +
+                                std::to_string(n));
+}
+
+}  // namespace
+
 CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size,
                                        double bytes, int block_size)
     : kind_(kind), algorithm_(algorithm), n_(group_size), bytes_(bytes), block_(block_size) {
   if (group_size < 1) throw std::invalid_argument("collective group size must be at least 1");
   if (bytes < 0) throw std::invalid_argument("collective bytes must not be negative");
-  const bool a2a = kind == CollectiveKind::all_to_all;
-  if (a2a && algorithm == CollectiveAlgorithm::ring)
-    throw std::invalid_argument("all_to_all has no ring algorithm (use pairwise, direct or hierarchical)");
-  const bool blocked = algorithm == CollectiveAlgorithm::hierarchical || algorithm == CollectiveAlgorithm::torus_2d ||
-                       algorithm == CollectiveAlgorithm::multi_ring;
-  if (blocked && (block_ < 1 || n_ % block_ != 0))
-    throw std::invalid_argument(std::string(to_string(algorithm)) + " " + to_string(kind) + ": block size " +
-                                std::to_string(block_) + " does not divide the group size " + std::to_string(n_));
-  if (a2a && algorithm == CollectiveAlgorithm::torus_2d)
-    throw std::invalid_argument("all_to_all has no torus_2d algorithm (use direct: every flow at once on the torus routes)");
-  if (a2a && algorithm == CollectiveAlgorithm::multi_ring)
-    throw std::invalid_argument("all_to_all has no multi_ring algorithm (use pairwise, direct or hierarchical)");
-  const bool hierarchical_all_reduce =
-      kind == CollectiveKind::all_reduce && algorithm == CollectiveAlgorithm::hierarchical;
-  if (!a2a && algorithm != CollectiveAlgorithm::ring && algorithm != CollectiveAlgorithm::torus_2d &&
-      algorithm != CollectiveAlgorithm::multi_ring && !hierarchical_all_reduce)
-    throw std::invalid_argument(std::string(to_string(kind)) + " supports only the ring, multi_ring and torus_2d algorithms" +
-                                (kind == CollectiveKind::all_reduce ? " and hierarchical" : ""));
+  check_algorithm(kind, algorithm, group_size, block_size);
+  if (halving_doubling()) {
+    while (pof2_ * 2 <= n_) pof2_ *= 2, log2_++;
+    rem_ = n_ - pof2_;
+  }
   if (n_ == 1) {
     steps_ = 0;
     return;
@@ -34,6 +56,11 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
   if (algorithm == CollectiveAlgorithm::torus_2d) {
     const int x_steps = block_ - 1, y_steps = n_ / block_ - 1;
     steps_ = kind == CollectiveKind::all_reduce ? 2 * (x_steps + y_steps) : x_steps + y_steps;
+    return;
+  }
+  if (halving_doubling()) {
+    const bool two_passes = kind == CollectiveKind::all_reduce && algorithm == CollectiveAlgorithm::rabenseifner;
+    steps_ = (two_passes ? 2 : 1) * log2_ + (rem_ > 0 ? 2 : 0);
     return;
   }
   switch (kind) {
@@ -111,6 +138,10 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
     multi_ring_step(m, out);
     return;
   }
+  if (halving_doubling()) {
+    halving_doubling_step(m, k, false, out);
+    return;
+  }
   if (kind_ == CollectiveKind::all_reduce && algorithm_ == CollectiveAlgorithm::hierarchical) {
     const int L = block_, D = n_ / L, b = m / L, j = m % L;
     if (k < L - 1 || k >= L - 1 + 2 * (D - 1)) {  // reduce-scatter, later all-gather, inside the block
@@ -122,7 +153,7 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
     }
     return;
   }
-  if (kind_ != CollectiveKind::all_to_all) {  // ring: send to the next member, receive from the previous
+  if (kind_ != CollectiveKind::all_to_all && algorithm_ != CollectiveAlgorithm::pairwise) {  // ring: to the next member
     out.sends.push_back({(m + 1) % n_, chunk});
     out.recv_from.push_back((m + n_ - 1) % n_);
     return;
@@ -151,6 +182,66 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
       out.sends.push_back({p, chunk});
       out.recv_from.push_back(p);
     }
+}
+
+int CollectiveSchedule::new_rank(int m) const {
+  if (m >= 2 * rem_) return m - rem_;
+  return m % 2 == 1 ? m / 2 : -1;
+}
+
+int CollectiveSchedule::real_member(int r) const { return r < rem_ ? 2 * r + 1 : r + rem_; }
+
+std::pair<int, double> CollectiveSchedule::main_step(int j) const {
+  if (algorithm_ == CollectiveAlgorithm::recursive_doubling) {
+    if (kind_ == CollectiveKind::all_reduce) return {1 << j, bytes_};
+    return {1 << j, bytes_ * (1 << j) / n_};  // all-gather: the 2^j chunks gathered so far
+  }
+  if (kind_ == CollectiveKind::reduce_scatter) return {(pof2_ / 2) >> j, bytes_ / (2 << j)};
+  if (j < log2_) return {1 << j, bytes_ / (2 << j)};  // all-reduce: recursive halving
+  const int i = j - log2_;                             // then recursive doubling
+  return {(pof2_ / 2) >> i, bytes_ * (1 << i) / pof2_};
+}
+
+double CollectiveSchedule::pair_step_bytes(int k) const {
+  if (k == 0 || kind_ == CollectiveKind::all_reduce) return bytes_;
+  return bytes_ / n_;  // reduce-scatter's post-step: the sitting member's chunk
+}
+
+// Halving and doubling (see collectives.hpp): MPICH's pre-step (k = 0) and post-step (the last)
+// off a power of two, the new ranks' steps between.
+void CollectiveSchedule::halving_doubling_step(int m, int k, bool critical, CollectiveStep& out) const {
+  const int pre = rem_ > 0 ? 1 : 0;
+  if (pre && (k == 0 || k == steps_ - 1)) {
+    if (critical) {
+      const int partner = (m ^ 1) < n_ ? m ^ 1 : m - 1;
+      out.sends.push_back({partner, pair_step_bytes(k)});
+      out.recv_from.push_back(partner);
+      return;
+    }
+    if (m >= 2 * rem_) return;  // idle
+    const bool even = m % 2 == 0, sends = (k == 0) == even;  // pre: even to odd; post: odd to even
+    const int partner = even ? m + 1 : m - 1;
+    if (sends) out.sends.push_back({partner, pair_step_bytes(k)});
+    else out.recv_from.push_back(partner);
+    return;
+  }
+  int r = new_rank(m);
+  if (r < 0 && !critical) return;  // sits out until the post-step
+  if (r < 0) r = new_rank(m + 1);  // critical path: its partner's steps
+  const auto [mask, bytes] = main_step(k - pre);
+  const int peer = real_member(r ^ mask);
+  out.sends.push_back({peer, bytes});
+  out.recv_from.push_back(peer);
+}
+
+void CollectiveSchedule::critical_step(int m, int k, CollectiveStep& out) const {
+  if (!halving_doubling() || rem_ == 0) {
+    step(m, k, out);
+    return;
+  }
+  out.sends.clear();
+  out.recv_from.clear();
+  halving_doubling_step(m, k, true, out);
 }
 
 int CollectiveSchedule::messages_per_member() const {
@@ -184,6 +275,15 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::hierarchical) {
     const int L = block_, D = n_ / L;
     return (L - 1) * (alpha_s + D * chunk / beta_Bps) + (D - 1) * (alpha_s + L * chunk / beta_Bps);
+  }
+  if (halving_doubling()) {  // the critical path: one message a step (any member's: the bytes are alike)
+    double t = 0;
+    CollectiveStep st;
+    for (int k = 0; k < steps_; ++k) {
+      critical_step(0, k, st);
+      t += alpha_s + st.sends.at(0).bytes / beta_Bps;
+    }
+    return t;
   }
   return steps_ * (alpha_s + chunk / beta_Bps);
 }

@@ -27,8 +27,27 @@
 //    steps inside the block, each carrying the D chunks bound for the peer's offset in every
 //    block, then D-1 pairwise steps among the members at the same offset of every block, each
 //    carrying the L chunks bound for that block.
+//  * pairwise reduce-scatter (MPICH's long-message reduce-scatter), n-1 steps: step k sends the
+//    chunk of the member at distance k+1 to it and receives its own from the member k+1 before;
+//  * recursive halving and doubling (MPICH; Thakur, Rabenseifner & Gropp 2005), over the largest
+//    power of two p' <= n (L = log2 p'). Where n is not a power of two, MPICH's pre-step: each
+//    even member m < 2r (r = n - p') sends its whole buffer to m+1 and sits out; the others take
+//    new ranks 0..p'-1 (m+1 of a pair: m / 2; m >= 2r: m - r); a post-step returns the result
+//    (all-reduce: the buffer; reduce-scatter: the sitting member's chunk B / n) from m+1 to m.
+//    - rabenseifner all-reduce: L recursive-halving steps (step j: new rank xor 2^j, B / 2^(j+1)),
+//      then L recursive-doubling steps (new rank xor p'/2^(i+1), B 2^i / p'); on a power of two
+//      2 L alpha + 2 (p-1)/p B beta;
+//    - rabenseifner reduce-scatter (recursive halving): L steps, step j with new rank xor
+//      p' / 2^(j+1), B / 2^(j+1): L alpha + (p-1)/p B beta;
+//    - recursive_doubling all-reduce: L steps exchanging the whole buffer (new rank xor 2^j);
+//    - recursive_doubling all-gather (a power of two only, as MPICH runs it): L steps, step j
+//      sends the 2^j chunks gathered so far (B 2^j / n) to member xor 2^j: L alpha + (n-1)/n B beta.
+//    A member sitting out a step, or only receiving in it, is idle in step(); critical_step()
+//    gives the sends on the collective's critical path instead (what a folded representative and
+//    the closed form follow: see there).
 #pragma once
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "sim/step_graph.hpp"
@@ -55,8 +74,18 @@ class CollectiveSchedule {
   int group_size() const { return n_; }
   // Messages a member sends over the whole collective (direct all-to-all: n-1 in its one step).
   int messages_per_member() const;
-  // Fills `out` with member `m`'s step `k` (0 <= k < step_count()).
+  // Fills `out` with member `m`'s step `k` (0 <= k < step_count()). A step may be idle (no sends,
+  // no receives) or receive only (the halving and doubling algorithms off a power of two).
   void step(int m, int k, CollectiveStep& out) const;
+  // The sends of step `k` on the collective's critical path, seen from member m: step() where
+  // every member sends in every step. Off a power of two (halving and doubling), every member
+  // waits through MPICH's pre- and post-step and through the new ranks' steps: there member m
+  // takes the transfer it waits for as its own (the pre/post step's bytes to its pair partner,
+  // m xor 1, or m - 1 past the last pair; a sitting member the steps of its partner m + 1, from
+  // its own node). Each member then sends what one member of a pair sends, so a link shared by
+  // members alike carries the load the exhaustive schedule puts on it (half the members send
+  // in a pre-step, each its whole buffer, on its own links).
+  void critical_step(int m, int k, CollectiveStep& out) const;
   // The textbook alpha-beta time on an uncongested network where every flow sees
   // latency alpha_s and bandwidth beta_Bps and a member sends one flow at a time.
   double alpha_beta_time_s(double alpha_s, double beta_Bps) const;
@@ -65,6 +94,15 @@ class CollectiveSchedule {
   bool torus_step_along_block(int k) const;
   void torus_step(int m, int k, CollectiveStep& out) const;
   void multi_ring_step(int m, CollectiveStep& out) const;
+  bool halving_doubling() const {
+    return algorithm_ == CollectiveAlgorithm::rabenseifner || algorithm_ == CollectiveAlgorithm::recursive_doubling;
+  }
+  int new_rank(int m) const;   // -1: sits out until the post-step
+  int real_member(int r) const;
+  // Halving/doubling: the new-rank distance (mask) and bytes of main step j (0 <= j < main steps).
+  std::pair<int, double> main_step(int j) const;
+  double pair_step_bytes(int k) const;  // the pre-step's (k = 0) or the post-step's bytes
+  void halving_doubling_step(int m, int k, bool critical, CollectiveStep& out) const;
 
   CollectiveKind kind_;
   CollectiveAlgorithm algorithm_;
@@ -72,6 +110,9 @@ class CollectiveSchedule {
   double bytes_;
   int block_ = 1;  // L
   int steps_ = 0;
+  int pof2_ = 1;   // halving/doubling: the largest power of two <= n
+  int rem_ = 0;    // n - pof2_
+  int log2_ = 0;   // log2 pof2_
 };
 
 }  // namespace exasim

@@ -7,8 +7,9 @@
 // has released that step (the sender ran ahead) is counted in the receiver's `early`.
 //
 // This is the DAG the flows used to be built into before the run, with the same dependencies:
-// only when the tasks exist changes. Every step of a collective with bytes has at least one send
-// per member (collectives.cpp), so a side's steps are released in order.
+// only when the tasks exist changes. A side's steps are released in order; a step in which the member
+// neither sends nor waits for a receive (collectives.hpp: halving and doubling off a power of two)
+// is passed at once.
 #include <stdexcept>
 #include <string>
 
@@ -32,14 +33,36 @@ void Replay::start_side(int side) {
   release_step(side);
 }
 
-// Creates the flows of the side's next step, queued to launch; counts what the step waits for.
+// Creates the flows of the side's next step, queued to launch; counts what the step waits for. A
+// step with nothing left to wait for (an idle member's, or one whose receives arrived early: the
+// halving and doubling algorithms off a power of two, collectives.hpp) is over at once.
 void Replay::release_step(int side) {
-  LiveSide& ls = sides_[side];
-  const CollectiveInstance& in = instances_[ls.instance];
+  const CollectiveInstance& in = instances_[sides_[side].instance];
   const CollectiveSchedule& sch = schedules_[in.schedule];
-  const int k = ++ls.step;
   CollectiveStep st;
-  sch.step(ls.member, k, st);
+  for (;;) {
+    LiveSide& ls = sides_[side];
+    const int k = ++ls.step;
+    sch.step(ls.member, k, st);
+    ls.left = launch_step_flows(side, k, st) + static_cast<int>(st.recv_from.size());
+    if (!ls.early.empty()) {
+      ls.left -= ls.early.front();
+      ls.early.erase(ls.early.begin());
+    }
+    if (ls.left < 0) throw std::logic_error("exhaustive collective: a step received more flows than it expects");
+    if (ls.left > 0) return;
+    if (k + 1 >= sch.step_count()) {
+      std::vector<int>().swap(ls.early);
+      complete(ls.task);
+      return;
+    }
+  }
+}
+
+// The flows member `side` sends in step k, created and queued to launch; returns how many.
+int Replay::launch_step_flows(int side, int k, const CollectiveStep& st) {
+  const LiveSide& ls = sides_[side];
+  const CollectiveInstance& in = instances_[ls.instance];
   const auto& members = in.gt->members[in.group];
   const int src_node = w_.node_of_rank[fold_.slot_rank[ls.slot]];
   double posted_s = k == 0 ? in.work->base_latency_s : 0;  // the library's per-collective latency, once
@@ -62,14 +85,7 @@ void Replay::release_step(int side) {
     ready_queue_.push_back(t);
     sends++;
   }
-  LiveSide& now = ls;
-  if (sends == 0) throw std::logic_error("exhaustive collective: a step without a flow");
-  now.left = sends + static_cast<int>(st.recv_from.size());
-  if (!now.early.empty()) {
-    now.left -= now.early.front();
-    now.early.erase(now.early.begin());
-  }
-  if (now.left <= 0) throw std::logic_error("exhaustive collective: a step received more flows than it expects");
+  return sends;
 }
 
 // One flow of step `step` that the side sent or received is over.

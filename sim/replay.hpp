@@ -217,6 +217,7 @@ class Replay {
   // --- exhaustive collectives' steps during the run (live_collective.cpp)
   void start_side(int side);
   void release_step(int side);
+  int launch_step_flows(int side, int k, const CollectiveStep& st);
   void flow_arrived(int side, int step);
   void live_flow_done(int t);
   int new_live_flow();

@@ -17,7 +17,10 @@ enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all }
 // a second among the members at the same offset of every block (see collectives.hpp).
 // torus_2d (all-reduce, reduce-scatter, all-gather): the 2-D torus algorithm of Ying et al.,
 // bidirectional rings along the block (a torus row), then along the other dimension.
-enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring };
+// rabenseifner (all-reduce: recursive-halving reduce-scatter then recursive-doubling all-gather;
+// reduce-scatter: recursive halving) and recursive_doubling (all-reduce of the whole buffer,
+// all-gather): MPICH's algorithms of Thakur, Rabenseifner & Gropp 2005 (see collectives.hpp).
+enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring, rabenseifner, recursive_doubling };
 
 const char* to_string(Phase p);
 const char* to_string(CollectiveKind k);

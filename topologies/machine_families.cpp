@@ -4,6 +4,7 @@
 #include "topologies/nccl_tuning.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/machine_reader.hpp"
+#include "topologies/mpich_tuning.hpp"
 #include "topologies/torus.hpp"
 
 namespace exasim {
@@ -59,6 +60,7 @@ nlohmann::json machine_report_json(const MachineSpec& m) {
     j["node_injection_Bps"] = m.node_injection_Bps;
     j["link_latency_s"] = m.link_latency_s;
     j["upper_level_bandwidth_ratio"] = m.upper_level_bandwidth_ratio;
+    if (!m.mpich.name.empty()) j["collective_library"] = m.mpich.name;
   }
   return j;
 }
@@ -73,6 +75,8 @@ void adopt_family_collectives(Workload& w, const Network& net, const MachineSpec
   if (m.family == "torus") adopt_torus_collectives(w, dynamic_cast<const TorusNetwork&>(net));
   // On GPU nodes, a group with several members per node runs NCCL's channels, one per NIC.
   // ... and NCCL's tuner picks each collective's protocol where the machine names its library.
+  // On the Sunway, its MPI (swMPI, MPICH-based) picks each collective's algorithm by size.
+  if (m.family == "sunway") adopt_mpich_tuning(w, m.mpich);
   if (m.family == "gpu_cluster") {
     adopt_multi_ring_collectives(w, dynamic_cast<const FatTreeNetwork&>(net));
     adopt_nccl_tuning(w, dynamic_cast<const FatTreeNetwork&>(net), m);

@@ -65,6 +65,16 @@ struct GpuClusterSpec {
   int nics_per_node() const { return gpus_per_node / gpus_per_nic; }
 };
 
+// MPICH's thresholds between its collective algorithms (topologies/mpich_tuning.hpp); an empty
+// name: no library named (collectives stay as the model builds them).
+struct MpichTuning {
+  std::string name;
+  double allreduce_short_msg_bytes = 2048;
+  double redscat_commutative_long_msg_bytes = 524288;
+  double allgather_short_msg_bytes = 81920;
+  double allgather_long_msg_bytes = 524288;
+};
+
 // A 2-D torus of chips, x chips per row, y rows; four links per chip (+x, -x, +y, -y).
 struct TorusSpec {
   int x = 0;
@@ -132,6 +142,7 @@ struct MachineSpec {
   double message_overhead_s = 0;                 // sender's cost per message (Network::message_overhead_s)
   double eager_limit_bytes = 0;                  // largest message sent eagerly (Network::eager_copy_s); 0: none
   double eager_copy_Bps = 0;                     // the sender's copy rate of an eager message
+  MpichTuning mpich;                             // "collective_library": its MPI's algorithm choice
   // --- every family: the file system's aggregate write bandwidth for checkpoints (read only for a
   // scenario with a "resilience" block; 0 otherwise)
   double checkpoint_write_Bps = 0;

@@ -1,6 +1,7 @@
 #include "topologies/sunway.hpp"
 
 #include "topologies/machine_reader.hpp"
+#include "topologies/mpich_tuning.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -56,7 +57,7 @@ void read_sunway_machine(const MachineReader& r, const nlohmann::json& m, const 
   r.check_keys(m, path,
                {"name", "family", "description", "nodes_per_supernode", "supernodes", "core_groups_per_node", "device",
                 "noc_Bps", "upper_level_bandwidth_ratio", "node_injection_Bps", "message_overhead_s", "link_latency_s",
-                "eager_limit_bytes", "eager_copy_Bps", "checkpoint_write_Bps", "sources"});
+                "eager_limit_bytes", "eager_copy_Bps", "checkpoint_write_Bps", "collective_library", "sources"});
   r.check_checkpoint_write_Bps(m, path);
   s.nodes_per_supernode = r.required_int(m, path, "nodes_per_supernode");
   s.supernodes = r.required_int(m, path, "supernodes");
@@ -82,6 +83,13 @@ void read_sunway_machine(const MachineReader& r, const nlohmann::json& m, const 
     s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);
   else
     s.link_latency_s = sunway_latency_from_eager_limit_s(s.eager_limit_bytes, s.eager_copy_Bps);
+  // Optional: the MPI library whose algorithm choice the collectives take (topologies/mpich_tuning.hpp).
+  if (MachineReader::has(m, "collective_library"))
+    r.read_named_file(m.at("collective_library"), MachineReader::key_path(path, "collective_library"),
+                      "topologies/libraries/", "collective library",
+                      [&](const MachineReader& lr, const nlohmann::json& doc, const std::string& dp) {
+                        read_mpich_tuning(lr, doc, dp, s.mpich);
+                      });
 }
 
 }  // namespace exasim

@@ -64,7 +64,7 @@ for name in open(f"{tmp}/names").read().split():
             d = abs(rf["step_time_s"] - step) / step
             diffs.append(d)
             for c in parts + ["tokens_per_s", "model_pflops", "sustained_pflops"]:
-                scale = step if c.endswith("_s") else ra[c]
+                scale = step if c in parts else ra[c]  # a breakdown column (seconds) against the step, a rate against itself
                 if abs(rf[c] - ra[c]) > 1e-6 * scale: bad.append(f"{name} plan {k}: {c} {rf[c]} vs {ra[c]}")
             if d > 1e-9: bad.append(f"{name} plan {k}: step {rf['step_time_s']} vs {step}")
     ok = [r for r in a.values() if r["status"] == "ok"]
