@@ -706,7 +706,7 @@ const std::vector<std::string> kConvNetKeys = {"stages", "block", "base_width", 
 const std::vector<std::string> kTransformerKeys = {"layers", "d_model", "heads", "d_ff", "experts_per_layer",
                                                    "top_k", "capacity_factor", "router", "vocab", "architecture",
                                                    "decoder_layers", "moe_every", "masked_fraction", "next_sentence",
-                                                   "group_size"};
+                                                   "group_size", "embedding_lookup"};
 
 ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& path) {
   for (const std::string& k : kTransformerKeys)
@@ -777,7 +777,7 @@ ModelSpec read_model(const Reader& r, const json& root) {
                              "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
                         "vocab", "kv_heads", "ffn", "tied_embeddings", "architecture", "decoder_layers", "moe_every",
-                        "masked_fraction", "next_sentence", "dropout", "group_size"});
+                        "masked_fraction", "next_sentence", "dropout", "group_size", "embedding_lookup"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -794,6 +794,12 @@ ModelSpec read_model(const Reader& r, const json& root) {
     s.group_size = r.optional_int(m, path, "group_size", 0);
   }
   s.vocab = r.optional_int(m, path, "vocab", 0);
+  if (Reader::find(m, "embedding_lookup")) {
+    if (s.vocab == 0)
+      r.fail(child(path, "embedding_lookup"), "expected no embedding_lookup: a model without a vocab has no embedding");
+    using EL = ModelSpec::EmbeddingLookup;
+    s.embedding_lookup = r.choice(m, path, "embedding_lookup", {EL::gather, EL::one_hot_matmul}, std::optional(EL::gather));
+  }
   s.kv_heads = r.optional_int(m, path, "kv_heads", 0);
   if (const json* v = Reader::find(m, "dropout")) {
     s.dropout = r.number(*v, child(path, "dropout"), NumKind::non_negative);

@@ -296,6 +296,15 @@ class StageBuilder {
     if (x_.optimizer == Optimizer::lamb) {
       after = {b_.optimizer_update(name + ".lamb_moments", label + ".lamb_moments", shard, after)};
       pass(".lamb_norms", 4, 8);
+      // Under weight-update sharding each replica holds a slice of every tensor: its sums of w^2 and
+      // u^2 are partial, and the per-tensor norms need an all-reduce of those sums over the
+      // replicas before the trust ratios (MLPerf v0.7's BERT on the TPU multipod: LAMB with
+      // enable_wus, its norms per tensor and per layer, bert_lamb.py). XLA's all-reduce combiner
+      // merges the small reductions into one: two fp32 sums per norm group, latency-bound.
+      if (!sharded_role_.empty())
+        after = {b_.collective(name + ".lamb_norm_all_reduce", label + ".lamb_norm_all_reduce", Phase::optimizer,
+                               CollectiveKind::all_reduce, CollectiveAlgorithm::ring, sharded_role_,
+                               2 * 4 * lamb_norm_groups(x_.model), after)};
       pass(".lamb_step", 2, 12);
     } else {
       pass(".adafactor_moments", 4, 4);
@@ -361,6 +370,7 @@ class StageBuilder {
     double shard = params;
     const bool zero = plan_.zero_stage >= 1;
     if (replicas > 1 && zero) shard = params / replicas;
+    sharded_role_ = replicas > 1 && zero ? role : std::string();
     if (reduced) {
       adam_deps.insert(adam_deps.end(), reduced->begin(), reduced->end());
     } else if (replicas > 1) {
@@ -511,10 +521,22 @@ class StageBuilder {
     joins_.push_back(gather);
   }
 
+  // The token embedding: a gather of each token's row (forward) and a scatter-add of the output
+  // gradient into the table (backward), or google-research/bert's lookup on a TPU (one_hot_matmul,
+  // models/moe_spec.hpp): forward one-hot[T x V] times the table[V x d], backward the table's
+  // gradient one-hot^T[V x T] times dOut[T x d] (no data gradient: the one-hot has none). Both
+  // GEMMs move rows rather than compute the model: executed FLOPs, not model FLOPs.
   void embedding(Phase ph) {
     if (x_.V <= 0) return;
     const double Tl = x_.Ts(), dl = x_.dl();
     const bool F = ph == Phase::forward;
+    if (x_.model.embedding_lookup == ModelSpec::EmbeddingLookup::one_hot_matmul) {
+      last_ = F ? b_.routing_gemm(name("embedding"), "embedding", ph, x_.gemm, x_.storage,
+                                  per_core(gemm_shape(Tl, dl, x_.V), x_.cores, 0), deps())
+                : b_.routing_gemm(name("embedding.wgrad"), "embedding.wgrad", ph, x_.gemm, x_.storage,
+                                  per_core(gemm_shape(x_.V, dl, Tl), x_.cores, 2), deps());
+      return;
+    }
     last_ = b_.memory(name(F ? "embedding" : "embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
                       Kernel::token_permute, x_.storage, rows_cols(Tl, dl), 0, (F ? 2 : 3) * Tl * dl * x_.ea, deps());
   }
@@ -1139,6 +1161,8 @@ class StageBuilder {
   std::vector<std::pair<int, long>> layer_done_;  // (layer, its last backward op), in backward order
   // ZeRO 3 prefetch: the last parameter gather, and the op before the previous layer's first.
   long last_zero3_gather_ = -1, previous_layer_start_ = -1;
+  // The replica group the update being built is sharded over (weight-update sharding), or empty.
+  std::string sharded_role_;
 };
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
