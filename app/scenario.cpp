@@ -836,7 +836,7 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   const json& t = r.require(root, "", "training", "a training object");
   r.require_object(t, path, "a training object");
   if (general)
-    r.check_keys(t, path, {"seq_len", "precision", "grad_sync", "optimizer"});
+    r.check_keys(t, path, {"seq_len", "precision", "grad_sync", "optimizer", "attention_logits_precision"});
   else
     r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
   TrainingSpec s;
@@ -861,6 +861,14 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   if (general)
     s.optimizer = r.choice(t, path, "optimizer", {Optimizer::adam, Optimizer::lamb, Optimizer::adafactor},
                            std::optional(Optimizer::adam));
+  if (general && Reader::find(t, "attention_logits_precision")) {
+    using AL = TrainingSpec::AttentionLogits;
+    s.attention_logits = r.choice(t, path, "attention_logits_precision", {AL::activation, AL::fp32}, std::optional(AL::activation));
+    const bool half = s.precision == PrecisionPolicy::fp16 || s.precision == PrecisionPolicy::bf16;
+    if (s.attention_logits == AL::fp32 && !half)
+      r.fail(child(path, "attention_logits_precision"),
+             "expected \"activation\": fp32 logits change only 16-bit activations (precision \"fp16\" or \"bf16\")");
+  }
   return s;
 }
 

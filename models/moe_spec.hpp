@@ -151,7 +151,17 @@ struct TrainingSpec {
   PrecisionPolicy precision = PrecisionPolicy::fp32;
   GradSync grad_sync = GradSync::after_backward;
   Optimizer optimizer = Optimizer::adam;
+  // The attention scores' and softmax's precision (general plans): the activations' (activation),
+  // or fp32 where the activations are 16-bit, as Lingvo's GShard builders set it
+  // (attention_logits_dtype=tf.float32 beside fprop_dtype=tf.bfloat16, lingvo/tasks/lm/params/
+  // synthetic_packed_input.py): the scores GEMM writes fp32 logits, the softmax (and the attention
+  // dropout) stream 4 bytes per score, the context GEMM reads fp32 probabilities.
+  enum class AttentionLogits { activation, fp32 };
+  AttentionLogits attention_logits = AttentionLogits::activation;
 };
+inline const char* to_string(TrainingSpec::AttentionLogits a) {
+  return a == TrainingSpec::AttentionLogits::fp32 ? "fp32" : "activation";
+}
 
 enum class Layout { moda, inverse };  // MoDa: replicas inside a supernode; inverse: all-to-all inside
 const char* to_string(Layout l);

@@ -65,6 +65,8 @@ struct Dims {
   double rows_per_expert() const { return expert_rows() / local_experts(); }
   double exchanged_rows() const { return dropless ? T * k : expert_rows(); }
   double ea = 2;       // bytes per activation element
+  double es = 2;       // bytes per attention score (the logits and the softmax's probabilities)
+  Precision score_elementwise = Precision::fp16;  // the softmax's (and attention dropout's) precision
   // grad_sync overlap: the data-parallel gradient reduction runs in buckets started as their
   // layers' backward finishes.
   bool overlap = false;
@@ -845,8 +847,8 @@ class StageBuilder {
     }
     const double s = x_.s, rows = local_heads() * s;  // = T_local x heads_local
     last_ = b_.gemm(p + a + "_scores" + suffix, a + "_scores" + suffix, ph, x_.gemm, x_.storage, scores(), deps());
-    last_ = b_.memory(p + a + "_softmax" + suffix, a + "_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
-                      rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.ea, deps());
+    last_ = b_.memory(p + a + "_softmax" + suffix, a + "_softmax" + suffix, ph, Kernel::softmax, x_.score_elementwise,
+                      rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.es, deps());
     if (x_.dropout > 0) attention_dropout(p, ph, suffix, a);
     last_ = b_.gemm(p + a + "_context" + suffix, a + "_context" + suffix, ph, x_.gemm, x_.storage, context(), deps());
   }
@@ -859,8 +861,8 @@ class StageBuilder {
     }
     last_ = b_.gemm_backward(p + a + "_context", a + "_context", x_.gemm, x_.storage, context(), deps());
     if (x_.dropout > 0) attention_dropout(p, B, ".bwd", a);
-    last_ = b_.memory(p + a + "_softmax", a + "_softmax.bwd", B, Kernel::softmax, x_.elementwise, rows_cols(rows, s),
-                      5 * rows * s, 3 * rows * s * x_.ea, deps());
+    last_ = b_.memory(p + a + "_softmax", a + "_softmax.bwd", B, Kernel::softmax, x_.score_elementwise, rows_cols(rows, s),
+                      5 * rows * s, 3 * rows * s * x_.es, deps());
     last_ = b_.gemm_backward(p + a + "_scores", a + "_scores", x_.gemm, x_.storage, scores(), deps());
   }
   // A decoder layer's cross-attention (T5, GShard): layer norm; Q from the decoder's tokens, K and
@@ -954,7 +956,7 @@ class StageBuilder {
     const double n = local_heads() * x_.s * x_.s;
     const bool bwd = suffix == ".bwd";
     last_ = b_.memory(p + a + "_dropout" + (bwd ? "" : suffix), a + "_dropout" + suffix, ph, Kernel::residual_add,
-                      x_.elementwise, elements(n), 2 * n, (2 * x_.ea + 1) * n, deps());
+                      x_.score_elementwise, elements(n), 2 * n, (2 * x_.es + 1) * n, deps());
   }
 
   // The forward of one layer; `recompute`: rerun before its backward (full recomputation).
@@ -1280,6 +1282,8 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.fp8 = t.precision == PrecisionPolicy::fp8;
   x.optimizer = t.optimizer;
   x.ea = bytes_per_element(x.storage);
+  x.es = t.attention_logits == TrainingSpec::AttentionLogits::fp32 ? 4 : x.ea;
+  x.score_elementwise = t.attention_logits == TrainingSpec::AttentionLogits::fp32 ? Precision::fp32 : x.elementwise;
   x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;
   x.kv = m.key_value_heads();

@@ -296,3 +296,23 @@ TEST_CASE("LAMB under weight-update sharding: the per-tensor norms' partial sums
   const TransformerWorkload whole = build_transformer_workload(m, t, p);
   CHECK(count_label(whole.workload.programs[0], "dense_adam.lamb_norm_all_reduce") == 0);
 }
+
+TEST_CASE("fp32 attention logits under 16-bit activations (Lingvo's attention_logits_dtype): the softmax streams 4 bytes a score") {
+  // the softmax reads the logits and writes the probabilities (2 x 4 bytes a score forward; its
+  // backward reads the probabilities and their gradient and writes the logits' gradient, 3 x 4)
+  ModelSpec m = bert_large();
+  m.layers = 1;
+  TrainingSpec t = half(128);
+  const TransformerWorkload half_scores = build_transformer_workload(m, t, one_device(2));
+  t.attention_logits = TrainingSpec::AttentionLogits::fp32;
+  const TransformerWorkload fp32_scores = build_transformer_workload(m, t, one_device(2));
+  const double scores = 2 * 16 * 128.0 * 128;  // sequences x heads x s x s
+  const auto bytes = [](const TransformerWorkload& w, const std::string& label) {
+    const StepGraph& g = w.workload.programs[0];
+    return std::get<ComputeWork>(g[find_label(g, label)].work).bytes;
+  };
+  CHECK(bytes(half_scores, "attn_softmax") == 2 * 2 * scores);
+  CHECK(bytes(fp32_scores, "attn_softmax") == 2 * 4 * scores);
+  CHECK(bytes(fp32_scores, "attn_softmax.bwd") == 3 * 4 * scores);
+  CHECK(fp32_scores.model_flops == half_scores.model_flops);
+}
