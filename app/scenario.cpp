@@ -758,7 +758,7 @@ const std::vector<std::string> kConvNetKeys = {"stages", "block", "base_width", 
 const std::vector<std::string> kTransformerKeys = {"layers", "d_model", "heads", "d_ff", "experts_per_layer",
                                                    "top_k", "capacity_factor", "router", "vocab", "architecture",
                                                    "decoder_layers", "moe_every", "masked_fraction", "next_sentence",
-                                                   "group_size"};
+                                                   "group_size", "embedding_lookup"};
 
 ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& path) {
   for (const std::string& k : kTransformerKeys)
@@ -829,7 +829,7 @@ ModelSpec read_model(const Reader& r, const json& root) {
                              "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
                         "vocab", "kv_heads", "ffn", "tied_embeddings", "architecture", "decoder_layers", "moe_every",
-                        "masked_fraction", "next_sentence", "dropout", "group_size"});
+                        "masked_fraction", "next_sentence", "dropout", "group_size", "embedding_lookup"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -846,6 +846,12 @@ ModelSpec read_model(const Reader& r, const json& root) {
     s.group_size = r.optional_int(m, path, "group_size", 0);
   }
   s.vocab = r.optional_int(m, path, "vocab", 0);
+  if (Reader::find(m, "embedding_lookup")) {
+    if (s.vocab == 0)
+      r.fail(child(path, "embedding_lookup"), "expected no embedding_lookup: a model without a vocab has no embedding");
+    using EL = ModelSpec::EmbeddingLookup;
+    s.embedding_lookup = r.choice(m, path, "embedding_lookup", {EL::gather, EL::one_hot_matmul}, std::optional(EL::gather));
+  }
   s.kv_heads = r.optional_int(m, path, "kv_heads", 0);
   if (const json* v = Reader::find(m, "dropout")) {
     s.dropout = r.number(*v, child(path, "dropout"), NumKind::non_negative);
@@ -882,7 +888,7 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   const json& t = r.require(root, "", "training", "a training object");
   r.require_object(t, path, "a training object");
   if (general)
-    r.check_keys(t, path, {"seq_len", "precision", "grad_sync", "optimizer"});
+    r.check_keys(t, path, {"seq_len", "precision", "grad_sync", "optimizer", "attention_logits_precision"});
   else
     r.check_keys(t, path, {"seq_len", "micro_batch_per_node", "micro_batches", "precision", "grad_sync"});
   TrainingSpec s;
@@ -907,6 +913,14 @@ TrainingSpec read_training(const Reader& r, const json& root, bool general) {
   if (general)
     s.optimizer = r.choice(t, path, "optimizer", {Optimizer::adam, Optimizer::lamb, Optimizer::adafactor},
                            std::optional(Optimizer::adam));
+  if (general && Reader::find(t, "attention_logits_precision")) {
+    using AL = TrainingSpec::AttentionLogits;
+    s.attention_logits = r.choice(t, path, "attention_logits_precision", {AL::activation, AL::fp32}, std::optional(AL::activation));
+    const bool half = s.precision == PrecisionPolicy::fp16 || s.precision == PrecisionPolicy::bf16;
+    if (s.attention_logits == AL::fp32 && !half)
+      r.fail(child(path, "attention_logits_precision"),
+             "expected \"activation\": fp32 logits change only 16-bit activations (precision \"fp16\" or \"bf16\")");
+  }
   return s;
 }
 

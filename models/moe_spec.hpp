@@ -92,6 +92,13 @@ struct ModelSpec {
   // next-sentence head (a pooler d x d on the first token and a 2-way classifier).
   double masked_fraction = 0.15;
   bool next_sentence = true;
+  // How the token embedding is looked up: a gather of one row per token (gather), or, as
+  // google-research/bert does on a TPU (run_pretraining.py: use_one_hot_embeddings=FLAGS.use_tpu;
+  // modeling.py embedding_lookup), the one-hot tokens times the table on the matrix unit
+  // (one_hot_matmul): a tokens x vocab x d GEMM forward and the table's gradient, one-hot^T times the
+  // output gradient, backward (executed, not model, FLOPs: models/transformer.cpp embedding).
+  enum class EmbeddingLookup { gather, one_hot_matmul };
+  EmbeddingLookup embedding_lookup = EmbeddingLookup::gather;
 };
 
 // The one name tables of the model's enums: the scenario's words and the report's.
@@ -103,6 +110,10 @@ inline const char* to_string(ModelSpec::Architecture a) {
     case ModelSpec::Architecture::decoder: break;
   }
   return "decoder";
+}
+
+inline const char* to_string(ModelSpec::EmbeddingLookup e) {
+  return e == ModelSpec::EmbeddingLookup::one_hot_matmul ? "one_hot_matmul" : "gather";
 }
 
 // fp32: everything in fp32; mixed: BaGuaLu's layer-wise mixed precision ("layerwise"); apex_o1,
@@ -127,8 +138,9 @@ const char* to_string(GradSync g);
 //   adafactor  Adafactor as GShard's Lingvo example sets it (XLAShardingAdafactor: beta1 0, factored,
 //              multiply_by_parameter_scale, clipping_threshold 1; Shazeer & Stern, arXiv 1804.04235,
 //              Algorithm 4): row and column means of g^2, the update's and the weights' RMS, the step
-// LAMB's per-layer norms and Adafactor's row and column means would need their own reductions over
-// a sharded update: both are refused with weight-update sharding (models/plan_rules.cpp).
+// Under weight-update sharding LAMB's per-tensor norms are all-reduced over the shards (one
+// combined all-reduce, models/transformer.cpp optimizer_step); Adafactor's row and column means
+// would need reductions of their own and are refused with it (models/plan_rules.cpp).
 enum class Optimizer { adam, lamb, adafactor };
 const char* to_string(Optimizer o);
 
@@ -139,7 +151,17 @@ struct TrainingSpec {
   PrecisionPolicy precision = PrecisionPolicy::fp32;
   GradSync grad_sync = GradSync::after_backward;
   Optimizer optimizer = Optimizer::adam;
+  // The attention scores' and softmax's precision (general plans): the activations' (activation),
+  // or fp32 where the activations are 16-bit, as Lingvo's GShard builders set it
+  // (attention_logits_dtype=tf.float32 beside fprop_dtype=tf.bfloat16, lingvo/tasks/lm/params/
+  // synthetic_packed_input.py): the scores GEMM writes fp32 logits, the softmax (and the attention
+  // dropout) stream 4 bytes per score, the context GEMM reads fp32 probabilities.
+  enum class AttentionLogits { activation, fp32 };
+  AttentionLogits attention_logits = AttentionLogits::activation;
 };
+inline const char* to_string(TrainingSpec::AttentionLogits a) {
+  return a == TrainingSpec::AttentionLogits::fp32 ? "fp32" : "activation";
+}
 
 enum class Layout { moda, inverse };  // MoDa: replicas inside a supernode; inverse: all-to-all inside
 const char* to_string(Layout l);

@@ -337,11 +337,14 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
                                                 const PlanMachine* machine) {
   if (auto bad = general_model_problem(m, p)) return bad;
   if (auto bad = general_precision_problem(m, t, p, machine)) return bad;
-  // LAMB's per-layer norms and Adafactor's row and column means over a sharded update would need
-  // reductions of their own (not modelled): refused rather than costed as if unsharded.
-  if (t.optimizer != Optimizer::adam && (p.zero_stage >= 1 || p.offload_optimizer))
-    return problem(p.zero_stage >= 1 ? "/plan/zero_stage" : "/plan/offload_optimizer",
-                   std::string("expected no sharded or offloaded update with optimizer ") + quoted(to_string(t.optimizer)) +
+  // Adafactor's row and column means over a sharded update would need reductions of their own (not
+  // modelled): refused rather than costed as if unsharded. LAMB's per-tensor norms over a sharded
+  // update are all-reduced (models/transformer.cpp optimizer_step); neither runs on the host.
+  const bool adafactor_sharded = t.optimizer == Optimizer::adafactor && p.zero_stage >= 1;
+  if (adafactor_sharded || (t.optimizer != Optimizer::adam && p.offload_optimizer))
+    return problem(adafactor_sharded ? "/plan/zero_stage" : "/plan/offload_optimizer",
+                   std::string("expected no ") + (adafactor_sharded ? "sharded" : "offloaded") +
+                       " update with optimizer " + quoted(to_string(t.optimizer)) +
                        " (its per-layer statistics would need reductions across the shards, not modelled)");
   if (auto bad = general_split_problem(m, t, p)) return bad;
   if (auto bad = pipeline_problem(m, p)) return bad;

@@ -65,6 +65,8 @@ struct Dims {
   double rows_per_expert() const { return expert_rows() / local_experts(); }
   double exchanged_rows() const { return dropless ? T * k : expert_rows(); }
   double ea = 2;       // bytes per activation element
+  double es = 2;       // bytes per attention score (the logits and the softmax's probabilities)
+  Precision score_elementwise = Precision::fp16;  // the softmax's (and attention dropout's) precision
   // grad_sync overlap: the data-parallel gradient reduction runs in buckets started as their
   // layers' backward finishes.
   bool overlap = false;
@@ -296,6 +298,15 @@ class StageBuilder {
     if (x_.optimizer == Optimizer::lamb) {
       after = {b_.optimizer_update(name + ".lamb_moments", label + ".lamb_moments", shard, after)};
       pass(".lamb_norms", 4, 8);
+      // Under weight-update sharding each replica holds a slice of every tensor: its sums of w^2 and
+      // u^2 are partial, and the per-tensor norms need an all-reduce of those sums over the
+      // replicas before the trust ratios (MLPerf v0.7's BERT on the TPU multipod: LAMB with
+      // enable_wus, its norms per tensor and per layer, bert_lamb.py). XLA's all-reduce combiner
+      // merges the small reductions into one: two fp32 sums per norm group, latency-bound.
+      if (!sharded_role_.empty())
+        after = {b_.collective(name + ".lamb_norm_all_reduce", label + ".lamb_norm_all_reduce", Phase::optimizer,
+                               CollectiveKind::all_reduce, CollectiveAlgorithm::ring, sharded_role_,
+                               2 * 4 * lamb_norm_groups(x_.model), after)};
       pass(".lamb_step", 2, 12);
     } else {
       pass(".adafactor_moments", 4, 4);
@@ -361,6 +372,7 @@ class StageBuilder {
     double shard = params;
     const bool zero = plan_.zero_stage >= 1;
     if (replicas > 1 && zero) shard = params / replicas;
+    sharded_role_ = replicas > 1 && zero ? role : std::string();
     if (reduced) {
       adam_deps.insert(adam_deps.end(), reduced->begin(), reduced->end());
     } else if (replicas > 1) {
@@ -511,10 +523,22 @@ class StageBuilder {
     joins_.push_back(gather);
   }
 
+  // The token embedding: a gather of each token's row (forward) and a scatter-add of the output
+  // gradient into the table (backward), or google-research/bert's lookup on a TPU (one_hot_matmul,
+  // models/moe_spec.hpp): forward one-hot[T x V] times the table[V x d], backward the table's
+  // gradient one-hot^T[V x T] times dOut[T x d] (no data gradient: the one-hot has none). Both
+  // GEMMs move rows rather than compute the model: executed FLOPs, not model FLOPs.
   void embedding(Phase ph) {
     if (x_.V <= 0) return;
     const double Tl = x_.Ts(), dl = x_.dl();
     const bool F = ph == Phase::forward;
+    if (x_.model.embedding_lookup == ModelSpec::EmbeddingLookup::one_hot_matmul) {
+      last_ = F ? b_.routing_gemm(name("embedding"), "embedding", ph, x_.gemm, x_.storage,
+                                  per_core(gemm_shape(Tl, dl, x_.V), x_.cores, 0), deps())
+                : b_.routing_gemm(name("embedding.wgrad"), "embedding.wgrad", ph, x_.gemm, x_.storage,
+                                  per_core(gemm_shape(x_.V, dl, Tl), x_.cores, 2), deps());
+      return;
+    }
     last_ = b_.memory(name(F ? "embedding" : "embedding.bwd"), F ? "embedding" : "embedding.bwd", ph,
                       Kernel::token_permute, x_.storage, rows_cols(Tl, dl), 0, (F ? 2 : 3) * Tl * dl * x_.ea, deps());
   }
@@ -833,8 +857,8 @@ class StageBuilder {
     }
     const double s = x_.s, rows = local_heads() * s;  // = T_local x heads_local
     last_ = b_.gemm(p + a + "_scores" + suffix, a + "_scores" + suffix, ph, x_.gemm, x_.storage, scores(), deps());
-    last_ = b_.memory(p + a + "_softmax" + suffix, a + "_softmax" + suffix, ph, Kernel::softmax, x_.elementwise,
-                      rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.ea, deps());
+    last_ = b_.memory(p + a + "_softmax" + suffix, a + "_softmax" + suffix, ph, Kernel::softmax, x_.score_elementwise,
+                      rows_cols(rows, s), 5 * rows * s, 2 * rows * s * x_.es, deps());
     if (x_.dropout > 0) attention_dropout(p, ph, suffix, a);
     last_ = b_.gemm(p + a + "_context" + suffix, a + "_context" + suffix, ph, x_.gemm, x_.storage, context(), deps());
   }
@@ -848,8 +872,8 @@ class StageBuilder {
     }
     last_ = b_.gemm_backward(p + a + "_context", a + "_context", x_.gemm, x_.storage, context(), deps());
     if (x_.dropout > 0) attention_dropout(p, B, ".bwd", a);
-    last_ = b_.memory(p + a + "_softmax", a + "_softmax.bwd", B, Kernel::softmax, x_.elementwise, rows_cols(rows, s),
-                      5 * rows * s, 3 * rows * s * x_.ea, deps());
+    last_ = b_.memory(p + a + "_softmax", a + "_softmax.bwd", B, Kernel::softmax, x_.score_elementwise, rows_cols(rows, s),
+                      5 * rows * s, 3 * rows * s * x_.es, deps());
     last_ = b_.gemm_backward(p + a + "_scores", a + "_scores", x_.gemm, x_.storage, scores(), deps());
   }
   // A decoder layer's cross-attention (T5, GShard): layer norm; Q from the decoder's tokens, K and
@@ -959,7 +983,7 @@ class StageBuilder {
     const double n = local_heads() * x_.s * x_.s;
     const bool bwd = suffix == ".bwd";
     last_ = b_.memory(p + a + "_dropout" + (bwd ? "" : suffix), a + "_dropout" + suffix, ph, Kernel::residual_add,
-                      x_.elementwise, elements(n), 2 * n, (2 * x_.ea + 1) * n, deps());
+                      x_.score_elementwise, elements(n), 2 * n, (2 * x_.es + 1) * n, deps());
   }
 
   // The forward of one layer; `recompute`: rerun before its backward (full recomputation).
@@ -1168,6 +1192,8 @@ class StageBuilder {
   std::vector<std::pair<int, long>> layer_done_;  // (layer, its last backward op), in backward order
   // ZeRO 3 prefetch: the last parameter gather, and the op before the previous layer's first.
   long last_zero3_gather_ = -1, previous_layer_start_ = -1;
+  // The replica group the update being built is sharded over (weight-update sharding), or empty.
+  std::string sharded_role_;
 };
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
@@ -1285,6 +1311,8 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.fp8 = t.precision == PrecisionPolicy::fp8;
   x.optimizer = t.optimizer;
   x.ea = bytes_per_element(x.storage);
+  x.es = t.attention_logits == TrainingSpec::AttentionLogits::fp32 ? 4 : x.ea;
+  x.score_elementwise = t.attention_logits == TrainingSpec::AttentionLogits::fp32 ? Precision::fp32 : x.elementwise;
   x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;
   x.kv = m.key_value_heads();

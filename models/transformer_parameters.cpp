@@ -17,6 +17,15 @@ double ffn_parameters(const ModelSpec& m) {
   return m.ffn == ModelSpec::Ffn::swiglu ? 3 * d * ff : 2 * d * ff + ff + d;
 }
 
+double lamb_norm_groups(const ModelSpec& m) {
+  const bool swiglu = m.ffn == ModelSpec::Ffn::swiglu;
+  const double ffn = swiglu ? 3 : 4;
+  double groups = m.architecture == ModelSpec::Architecture::encoder ? 14 : 4;
+  for (int l = 0; l < m.total_layers(); ++l)
+    groups += 12 + (m.is_decoder_layer(l) ? 10 : 0) + (m.is_moe_layer(l) ? 1 + ffn * m.experts_per_layer : ffn);
+  return groups;
+}
+
 double layer_dense_parameters(const ModelSpec& m, int l) {
   const double attention = attention_parameters(m) + (m.is_decoder_layer(l) ? cross_attention_parameters(m) : 0);
   return attention + (m.is_moe_layer(l) ? double(m.d_model) * m.experts_per_layer : ffn_parameters(m));

@@ -34,5 +34,14 @@ double gate_parameters(const ModelSpec& m);
 double embedding_parameters(const ModelSpec& m, double seq_len);
 double head_parameters(const ModelSpec& m);
 double transformer_parameters(const ModelSpec& m, double seq_len);
+// The tensors LAMB takes one trust ratio for (its norm groups; the update's norms are per tensor,
+// and per layer for MLPerf's stacked layers): per layer the self-attention's Q, K, V and output
+// weights and biases (8), its two layer norms' scales and shifts (4), the feed-forward's two
+// weights and biases (4; SwiGLU: 3 weights) or, in an MoE layer, the gate (1) and each expert's
+// feed-forward; a decoder layer's cross-attention adds 8 and its layer norm 2. Outside the layers:
+// BERT's three embeddings and their layer norm (5), the masked-LM transform, its layer norm and
+// the output bias (5), the pooler and the next-sentence classifier (4): 14; otherwise the word and
+// position embeddings and the final layer norm (4). BERT-Large: 24 x 16 + 14 = 398.
+double lamb_norm_groups(const ModelSpec& m);
 
 }  // namespace exasim

@@ -103,6 +103,11 @@ gpt = json.load(open("scenarios/gpt-small-dgx-a100.json"))
 write("bad-masked-fraction.json", dict(gpt, model=dict(gpt["model"], masked_fraction=0.15)))
 write("bad-decoder-layers.json", dict(gpt, model=dict(gpt["model"], decoder_layers=4)))
 write("bad-gpu-slice.json", dict(gpt, plan=dict(gpt["plan"], slice=[4, 4])))
+# fp32 attention logits under fp32 activations change nothing (refused); a one-hot lookup needs a vocab
+bert = json.load(open("scenarios/tpu/bert-large-lamb-1024-seq128.json"))
+write("bad-attention-logits.json", dict(bert, training=dict(bert["training"], attention_logits_precision="fp32")))
+novocab = {k: v for k, v in bert["model"].items() if k not in ("vocab", "masked_fraction", "next_sentence")}
+write("bad-embedding-lookup.json", dict(bert, model=dict(novocab, architecture="decoder")))
 PY
 check_bad bad-slice-shape.json /plan/slice
 check_bad bad-slice-size.json /plan/slice
@@ -113,6 +118,8 @@ check_bad bad-group-size-dense.json /model/group_size
 check_bad bad-masked-fraction.json /model/masked_fraction
 check_bad bad-decoder-layers.json /model/decoder_layers
 check_bad bad-gpu-slice.json /plan/slice
+check_bad bad-attention-logits.json /training/attention_logits_precision
+check_bad bad-embedding-lookup.json /model/embedding_lookup
 
 set +e; "$exe" run "$tmp/bad-slice-shape.json" --out "$tmp/x" > "$tmp/err" 2>&1; set -e
 grep -q "expected a torus shape of the plan's 64 devices, got 8 x 4 = 32" "$tmp/err" || { cat "$tmp/err"; exit 1; }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <variant>
 
 #include "models/transformer.hpp"
 #include "models/transformer_parameters.hpp"
@@ -249,4 +250,69 @@ TEST_CASE("a device's cores split the token GEMMs, same FLOPs") {
       seen = true;
     }
   CHECK(seen);
+}
+
+TEST_CASE("BERT's one-hot embedding on a TPU: a tokens x vocab x d GEMM forward, the table's gradient backward") {
+  // google-research/bert's embedding_lookup with use_one_hot_embeddings: one-hot[T x V] x table[V x d]
+  // forward; backward only the table's gradient one-hot^T[V x T] x dOut[T x d] (the one-hot has no
+  // gradient). Executed FLOPs grow by 2 T V d twice; the model FLOPs do not change.
+  ModelSpec m = bert_large();
+  const TransformerWorkload gather = build_transformer_workload(m, half(128), one_device(4));
+  m.embedding_lookup = ModelSpec::EmbeddingLookup::one_hot_matmul;
+  const TransformerWorkload one_hot = build_transformer_workload(m, half(128), one_device(4));
+  const double T = 4 * 128, V = 30522, d = 1024;
+  CHECK(one_hot.model_flops == gather.model_flops);
+  // the gather's forward and backward are memory-bound copies without FLOPs
+  CHECK(one_hot.executed_flops - gather.executed_flops == doctest::Approx(2 * (2 * T * V * d)).epsilon(1e-12));
+  const StepGraph& g = one_hot.workload.programs[0];
+  CHECK(count_label(g, "embedding") == 1);
+  CHECK(count_label(g, "embedding.wgrad") == 1);
+  CHECK(count_label(g, "embedding.bwd") == 0);
+  const auto& fwd = std::get<ComputeWork>(g[find_label(g, "embedding")].work);
+  CHECK(fwd.kernel == Kernel::gemm);
+  CHECK(fwd.flops == doctest::Approx(2 * T * V * d));
+}
+
+TEST_CASE("LAMB under weight-update sharding: the per-tensor norms' partial sums all-reduced, 2 fp32 per tensor") {
+  // BERT-Large's norm groups: 24 layers x (8 attention weights and biases, 4 layer-norm scales and
+  // shifts, 4 FFN weights and biases) + 14 outside the layers (3 embeddings and their layer norm's 2,
+  // the MLM transform's 2, its layer norm's 2 and the output bias, the pooler's 2, the NSP
+  // classifier's 2) = 398
+  const ModelSpec m = bert_large();
+  CHECK(lamb_norm_groups(m) == 24 * 16 + 14);
+  TrainingSpec t = half(128);
+  t.optimizer = Optimizer::lamb;
+  ParallelPlan p = one_device(8);
+  p.data = 4;
+  p.global_batch = 32;
+  p.zero_stage = 1;
+  const TransformerWorkload sharded = build_transformer_workload(m, t, p);  // (bf16: Megatron's passes around it)
+  const StepGraph& g = sharded.workload.programs[0];
+  REQUIRE(count_label(g, "dense_adam.lamb_norm_all_reduce") == 1);
+  const auto& c = std::get<CollectiveWork>(g[find_label(g, "dense_adam.lamb_norm_all_reduce")].work);
+  CHECK(c.kind == CollectiveKind::all_reduce);
+  CHECK(c.bytes == 2 * 4 * 398);
+  p.zero_stage = 0;  // every replica updates whole tensors: no reduction of the norms
+  const TransformerWorkload whole = build_transformer_workload(m, t, p);
+  CHECK(count_label(whole.workload.programs[0], "dense_adam.lamb_norm_all_reduce") == 0);
+}
+
+TEST_CASE("fp32 attention logits under 16-bit activations (Lingvo's attention_logits_dtype): the softmax streams 4 bytes a score") {
+  // the softmax reads the logits and writes the probabilities (2 x 4 bytes a score forward; its
+  // backward reads the probabilities and their gradient and writes the logits' gradient, 3 x 4)
+  ModelSpec m = bert_large();
+  m.layers = 1;
+  TrainingSpec t = half(128);
+  const TransformerWorkload half_scores = build_transformer_workload(m, t, one_device(2));
+  t.attention_logits = TrainingSpec::AttentionLogits::fp32;
+  const TransformerWorkload fp32_scores = build_transformer_workload(m, t, one_device(2));
+  const double scores = 2 * 16 * 128.0 * 128;  // sequences x heads x s x s
+  const auto bytes = [](const TransformerWorkload& w, const std::string& label) {
+    const StepGraph& g = w.workload.programs[0];
+    return std::get<ComputeWork>(g[find_label(g, label)].work).bytes;
+  };
+  CHECK(bytes(half_scores, "attn_softmax") == 2 * 2 * scores);
+  CHECK(bytes(fp32_scores, "attn_softmax") == 2 * 4 * scores);
+  CHECK(bytes(fp32_scores, "attn_softmax.bwd") == 3 * 4 * scores);
+  CHECK(fp32_scores.model_flops == half_scores.model_flops);
 }
