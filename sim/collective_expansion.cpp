@@ -208,7 +208,7 @@ void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const Co
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
     const int dst_node = w_.node_of_rank[members[snd.peer]];
-    const int id = paths_.route_id(s, src_node, dst_node);
+    const int id = paths_.route_id(s, src_node, dst_node, /*spread=*/true);
     by_route_id[id] += snd.bytes;
     double& lat = latency_of_route[paths_.route(id)];
     lat = std::max(lat, net_.message_latency_s(src_node, dst_node, c));

@@ -18,11 +18,11 @@ int Folding::slot_standing_for(const Workload& w, int rank) const {
   return fidelity == Fidelity::exhaustive ? rank_slot.at(rank) : slot_of_class.at(folding_class(w, rank));
 }
 
-int FoldedDomain::weight(int slot, const FoldedDomain& source) const {
+int FoldedDomain::weight(int slot, double foreign_ranks) const {
   if (!weighted) return 1;
   auto it = ranks_of_slot.find(slot);
-  const int n = it != ranks_of_slot.end() ? it->second : source.ranks_of_slot.at(slot);
-  const long w = std::lround(static_cast<double>(n) / per);
+  const double n = it != ranks_of_slot.end() ? it->second : foreign_ranks;
+  const long w = std::lround(n / per);
   return static_cast<int>(std::clamp(w, 1L, static_cast<long>(kMaxFoldedWeight)));
 }
 
@@ -66,6 +66,21 @@ std::pair<int, std::vector<std::pair<int, int>>> domain_weights(const std::map<i
   return {per, std::move(weights)};
 }
 
+// A weighted domain's divisor once the classes it does not hold are counted: their flows into it
+// stand for a share of one real domain (their ranks over the domains folded there, often under
+// one rank), so the divisor drops to the smallest such share, but not below the largest class
+// here over kMaxFoldedWeight.
+double foreign_divisor(const Folding& f, const FoldedDomain& d) {
+  if (!d.weighted) return d.per;
+  int largest = 0;
+  for (auto& [slot, n] : d.ranks_of_slot) largest = std::max(largest, n);
+  double smallest = d.per;
+  for (size_t slot = 0; slot < f.multiplicity.size(); ++slot)
+    if (!d.ranks_of_slot.count(static_cast<int>(slot)))
+      smallest = std::min(smallest, static_cast<double>(f.multiplicity[slot]) / d.domains);
+  return std::max(smallest, static_cast<double>(largest) / kMaxFoldedWeight);
+}
+
 // See the top of folding.hpp.
 void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
   const auto& kinds = net.link_kinds();
@@ -89,6 +104,15 @@ void fold_shared_links(const Workload& w, const Network& net, Folding& f) {
       if (it == instance_of.end()) it = instance_of.emplace(key, static_cast<int>(instance_of.size())).first;
       d.instance = it->second;
       f.domain[k][dom] = std::move(d);
+    }
+    std::vector<int> domains_of_instance(instance_of.size(), 0);
+    for (auto& [dom, d] : f.domain[k]) domains_of_instance[d.instance]++;
+    std::vector<double> per_of_instance(instance_of.size(), 0);
+    for (auto& [dom, d] : f.domain[k]) {
+      d.domains = domains_of_instance[d.instance];
+      double& per = per_of_instance[d.instance];
+      if (per == 0) per = foreign_divisor(f, d);
+      d.per = per;
     }
   }
 }

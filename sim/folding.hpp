@@ -49,17 +49,17 @@ constexpr int kMaxFoldedWeight = 64;
 
 struct FoldedDomain {
   int instance = 0;  // the folded link standing for this domain
-  int per = 1;       // the link's capacity divisor (g, or q beyond kMaxFoldedWeight)
+  double per = 1;    // the link's capacity divisor (g, or q beyond kMaxFoldedWeight; see fold_shared_links)
   double bandwidth_factor = 1;  // the domain's link's Network::bandwidth_factor
   bool weighted = false;        // some class's weight differs from 1
+  int domains = 1;              // the real domains folded onto `instance`
   std::map<int, int> ranks_of_slot;  // representative's slot -> the ranks of its class here
 
   // How many times the flows of `slot` list this domain's folded link: 1 on an unweighted link;
   // on a weighted one its class's ranks here over `per`, or, for a class this domain does not
-  // hold (a flow into the domain), its ranks in `source` (the same kind's domain of the
-  // representative's node: a rank's flows stand for those of its class around it), bounded by
-  // kMaxFoldedWeight.
-  int weight(int slot, const FoldedDomain& source) const;
+  // hold (a flow into the domain), `foreign_ranks` over `per` (the real flows of its class that
+  // its flow stands for on one real link: PathMap::map_path), bounded by kMaxFoldedWeight.
+  int weight(int slot, double foreign_ranks) const;
 };
 
 struct Folding {

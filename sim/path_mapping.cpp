@@ -29,7 +29,7 @@ int PathMap::link_id(int kind, int instance, double bandwidth_Bps, bool latency_
   return id;
 }
 
-std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
+std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node, bool spread) {
   thread_local std::vector<LinkRef> p;
   p.clear();
   net_.path(src_node, dst_node, p);
@@ -58,8 +58,10 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node) {
       const int id = link_id(l.kind, d.instance, k.bandwidth_Bps * d.bandwidth_factor / d.per, d.weighted);
       if (degraded_shared_.size() <= static_cast<size_t>(id)) degraded_shared_.resize(id + 1, 0);
       degraded_shared_[id] = d.bandwidth_factor != 1;
-      const FoldedDomain& source = d.weighted ? domains.at(net_.domain_of(l.kind, src_node)) : d;
-      out.insert(out.end(), static_cast<size_t>(d.weight(slot, source)), id);  // its weight: see folding.hpp
+      // a flow into a domain that does not hold its class: see map_path in path_mapping.hpp
+      const double foreign_ranks = spread ? static_cast<double>(folding_.multiplicity.at(slot)) / d.domains
+                                          : domains.at(net_.domain_of(l.kind, src_node)).ranks_of_slot.at(slot);
+      out.insert(out.end(), static_cast<size_t>(d.weight(slot, foreign_ranks)), id);  // its weight: see folding.hpp  // its weight: see folding.hpp
       if (d.weighted) hidden_s += k.latency_s;
     }
   }
@@ -88,11 +90,11 @@ bool PathMap::crosses_degraded_shared_link(const std::vector<int>& route) const 
   return false;
 }
 
-int PathMap::route_id(int slot, int src_node, int dst_node) {
-  const uint64_t key = (uint64_t(uint32_t(slot)) << 32) | uint32_t(dst_node);
+int PathMap::route_id(int slot, int src_node, int dst_node, bool spread) {
+  const uint64_t key = (uint64_t(uint32_t(slot)) << 33) | (uint64_t(spread) << 32) | uint32_t(dst_node);
   auto it = route_id_of_dst_.find(key);
   if (it != route_id_of_dst_.end()) return it->second;
-  std::vector<int> route = map_path(slot, src_node, dst_node);
+  std::vector<int> route = map_path(slot, src_node, dst_node, spread);
   auto [ri, inserted] = route_index_.emplace(route, static_cast<int>(interned_routes_.size()));
   if (inserted) interned_routes_.push_back(std::move(route));
   return route_id_of_dst_[key] = ri->second;

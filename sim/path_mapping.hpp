@@ -45,11 +45,21 @@ class PathMap {
   PathMap(const Network& net, const Folding& folding, const Workload& w);
 
   // The links (ids in links()) of the path from src_node to dst_node as slot sees it.
-  std::vector<int> map_path(int slot, int src_node, int dst_node);
+  // Folded, a flow into a weighted domain that does not hold its class (folding.hpp) stands for
+  // the flows of its class that one real domain of that folded link receives:
+  //  * one send per step (a ring, the pairwise all-to-all): a step takes a domain's ranks to one
+  //    domain, so it receives its class's ranks in the sender's own domain (the mirror);
+  //  * `spread`, a step sending to every member at once (the direct all-to-all): the class's
+  //    ranks spread their sends over every domain folded there, so one real domain receives the
+  //    class's ranks over the domains folded onto the link (its route's bytes go to all of
+  //    them). With the mirror count instead, two stragglers at 1.5 x folded the stragglers'
+  //    supernodes apart and their 16 ranks' sends to 14 supernodes entered one folded downlink
+  //    as 16 whole ranks' (1.8 times its real load): +14.2 %, now -1.8 % (folding_test).
+  std::vector<int> map_path(int slot, int src_node, int dst_node, bool spread = false);
   // Folded: the id of map_path(slot, src_node, dst_node) among the distinct routes seen, cached
   // per (slot, dst_node): a direct all-to-all over a large group asks for every member's node at
   // every exchange, and its sends fold onto a handful of routes.
-  int route_id(int slot, int src_node, int dst_node);
+  int route_id(int slot, int src_node, int dst_node, bool spread = false);
   const std::vector<int>& route(int id) const { return interned_routes_[id]; }
   // The route's latency: its links' in SimGrid, plus its hidden latency.
   double route_latency_s(const std::vector<int>& links) const;
@@ -89,7 +99,7 @@ class PathMap {
   std::vector<std::string> endpoints_;
   std::unordered_map<int, int> node_endpoint_;
   std::map<std::vector<int>, int> sink_by_route_;
-  std::unordered_map<uint64_t, int> route_id_of_dst_;  // (slot, dst node) -> route id
+  std::unordered_map<uint64_t, int> route_id_of_dst_;  // (slot, spread, dst node) -> route id
   std::map<std::vector<int>, int> route_index_;         // route -> id
   std::vector<std::vector<int>> interned_routes_;       // id -> route
   std::map<std::pair<int, int>, std::vector<int>> routes_;

@@ -90,8 +90,8 @@ TEST_CASE("folding: a domain holding its classes unequally weighs each represent
   const FoldedDomain& d = f.domain[1].at(0);
   CHECK(d.per == 1);
   CHECK(d.weighted);
-  CHECK(d.weight(f.slot_of_class.at(0), d) == 3);
-  CHECK(d.weight(f.slot_of_class.at(1), d) == 1);
+  CHECK(d.weight(f.slot_of_class.at(0), 0) == 3);
+  CHECK(d.weight(f.slot_of_class.at(1), 0) == 1);
 }
 
 TEST_CASE("folding: classes in proportion 2:6 fold at B / 2 with weights 1 and 3, equal classes keep weight 1") {
@@ -101,13 +101,13 @@ TEST_CASE("folding: classes in proportion 2:6 fold at B / 2 with weights 1 and 3
   const FoldedDomain& a = f.domain[1].at(0);
   const FoldedDomain& b = f.domain[1].at(1);
   CHECK(a.per == 2);
-  CHECK(a.weight(f.slot_of_class.at(0), a) == 1);
-  CHECK(a.weight(f.slot_of_class.at(1), a) == 3);
+  CHECK(a.weight(f.slot_of_class.at(0), 0) == 1);
+  CHECK(a.weight(f.slot_of_class.at(1), 0) == 3);
   CHECK(b.per == 4);
   CHECK_FALSE(b.weighted);
-  CHECK(b.weight(f.slot_of_class.at(2), b) == 1);
-  // a flow of class 2 into domain 0 counts for class 2's ranks in its own domain: 4 / 2
-  CHECK(a.weight(f.slot_of_class.at(2), b) == 2);
+  CHECK(b.weight(f.slot_of_class.at(2), 0) == 1);
+  // a flow of class 2 into domain 0 counts for the ranks of class 2 it stands for there, over 2
+  CHECK(a.weight(f.slot_of_class.at(2), 4) == 2);
 }
 
 TEST_CASE("folding: beyond kMaxFoldedWeight a domain's counts are scaled") {
@@ -119,8 +119,8 @@ TEST_CASE("folding: beyond kMaxFoldedWeight a domain's counts are scaled") {
   const Folding f = fold_ranks(w, net, Fidelity::folded);
   const FoldedDomain& d = f.domain[1].at(0);
   CHECK(d.per == 2);
-  CHECK(d.weight(f.slot_of_class.at(0), d) == 64);
-  CHECK(d.weight(f.slot_of_class.at(1), d) == 1);
+  CHECK(d.weight(f.slot_of_class.at(0), 0) == 64);
+  CHECK(d.weight(f.slot_of_class.at(1), 0) == 1);
 }
 
 TEST_CASE("folding: a class mixing programs is refused, naming both ranks") {

@@ -304,6 +304,9 @@ TEST_CASE("folding: moda 256 nodes with ParO and the direct all_to_all matches e
 // step waiting for the group's narrowest hop (ring_bandwidth_lag_s) it is still -3.44 % (the
 // straggler's slowness is compute). A ring started once every class of its group has reached it
 // (as around torus failures) measured -2.78 % here but +23.1 % on the direct all-to-all case below.
+// Measured again once the direct all-to-all's spread weights closed that case (+0.39 %): a ring with
+// a slowed class in its group starting once every class has reached it leaves this case at -3.44 %
+// (direct all-to-all +0.28 %, two stragglers pairwise +0.46 %): not kept, the cause is elsewhere.
 TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (4 %)") {
   Scenario s = scenario(64, 8, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {21};
@@ -339,25 +342,20 @@ TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth mat
   compare_fidelities(s);
 }
 
-// KNOWN GAP (measured): the direct all-to-all (every pair's flow posted at once) with two
-// stragglers at 1.5x on 256 nodes: folded +14.2 % (bound 16 %, target 2 %); it was +123 % with
-// one divisor per folded link (3.604 ms folded against 1.612 ms exhaustive).
-// Measured per op: every dispatch/combine takes 61-88 us folded against 44-46 us exhaustive, for
-// every class (the later reductions differ by under 20 %, in both directions). Not the merged runs
-// of the ring reductions (one flow per step everywhere: +15.5 %). Cause:
-// a folded direct step merges its sends by route, one flow per route. Without faults every
-// destination supernode folds onto one downlink instance, so a rank's 30 cross-supernode sends are
-// one flow, exact. With the stragglers' supernodes (0 and 10) folded apart, a representative's
-// sends split into a route to the ordinary supernodes (26-28 sends) and one to the stragglers'
-// (2-4), and max-min gives each route's flow one share on the rank's NIC and uplink where the real
-// sends get one share each: the large route runs at about half its rate. Tried: sending each
-// route's bytes as (its sends / gcd) parallel flows: +19.4 %, as the folded downlink, standing for
-// 14 real downlinks, then counts every copy as if all of them entered one real downlink. Closing it
-// needs a folded downlink's consumption per real destination domain (the route's sends over the
-// domains it stands for), not per flow.
-TEST_CASE("folding: moda 256 nodes direct all_to_all with two stragglers at 1.5 stays within its known gap (16 %)") {
+// The direct all-to-all (every pair's flow posted at once) with two stragglers at 1.5x on 256 nodes:
+// folded +0.39 % (exhaustive 1.61239 ms, folded 1.61868 ms). It was +14.2 % (+123 % with one divisor
+// per folded link). Measured per op: every dispatch/combine took 61-88 us folded against 44-46 us
+// exhaustive, for every class. Cause: with the stragglers' supernodes (0 and 10) folded apart from
+// the 14 others, the representatives there sent their 28 sends to the 14 ordinary supernodes as one
+// flow into the ordinary supernodes' folded downlink, counted for their class's ranks in their own
+// supernode (16 ranks' worth: the mirror of a one-send step), where each real downlink receives only
+// 2 of their sends per rank of 2 supernodes: 864 messages' worth against 480. A flow of a step that
+// sends to every member at once now counts, on a domain that does not hold its class, for its
+// class's ranks over the domains folded there (PathMap::map_path `spread`, and the link's divisor
+// drops to the smallest such share: folding.cpp foreign_divisor), each real destination's share.
+TEST_CASE("folding: moda 256 nodes direct all_to_all with two stragglers at 1.5 matches exhaustive") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::direct);
   s.stragglers.nodes = {5, 170};
   s.stragglers.compute_factor = 1.5;
-  compare_fidelities(s, 0.16);
+  compare_fidelities(s);
 }

@@ -4,7 +4,9 @@
 // node) and a cost model that runs every kernel at one fixed rate.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/cost_model.hpp"
@@ -29,11 +31,18 @@ class StarNetwork final : public Network {
   int domain_of(int, int node) const override { return node; }
   int compute_units_per_node() const override { return 1; }
   double compute_unit_speed_flops_per_s() const override { return unit_speed_flops_per_s_; }
+  // Link (kind 0 up, 1 down; instance: its node) at `factor` of its bandwidth (a slow NIC).
+  void scale_link(int kind, int instance, double factor) { factor_[{kind, instance}] = factor; }
+  double bandwidth_factor(int kind, int instance) const override {
+    auto it = factor_.find({kind, instance});
+    return it == factor_.end() ? 1.0 : it->second;
+  }
 
  private:
   int nodes_;
   double unit_speed_flops_per_s_;
   std::vector<LinkKind> kinds_;
+  std::map<std::pair<int, int>, double> factor_;  // (kind, instance) -> bandwidth factor
 };
 
 // A compute op's cost is its flops at rate_flops_per_s (1e12: 1e12 flops take one second).

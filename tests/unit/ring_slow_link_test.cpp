@@ -13,7 +13,6 @@
 
 #include "sim/analytic.hpp"
 #include "sim/engine.hpp"
-#include "sim/network.hpp"
 #include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
@@ -26,23 +25,11 @@ constexpr int kN = 4;
 constexpr double kBytes = 4.0 * 1024 * 1024;
 
 // The star network with node 1's up link at half its bandwidth.
-class SlowUplinkNetwork final : public Network {
- public:
-  SlowUplinkNetwork() { kinds_ = {{"up", kB, kL, true}, {"down", kB, kL, true}}; }
-  int node_count() const override { return kN; }
-  const std::vector<LinkKind>& link_kinds() const override { return kinds_; }
-  void path(int a, int b, std::vector<LinkRef>& out) const override {
-    out.push_back({0, a});
-    out.push_back({1, b});
-  }
-  int domain_of(int, int node) const override { return node; }
-  int compute_units_per_node() const override { return 1; }
-  double compute_unit_speed_flops_per_s() const override { return 1e9; }
-  double bandwidth_factor(int kind, int instance) const override { return kind == 0 && instance == 1 ? 0.5 : 1; }
-
- private:
-  std::vector<LinkKind> kinds_;
-};
+test::StarNetwork slow_uplink_network() {
+  test::StarNetwork net(kN, kB, kL);
+  net.scale_link(0, 1, 0.5);
+  return net;
+}
 
 // 2(n-1)(2L + bytes/n/(B/2)) = 6 x (2 us + 209.7152 us) = 1270.2912 us.
 double expected_s() { return 2 * (kN - 1) * (2 * kL + kBytes / kN / (kB / 2)); }
@@ -52,7 +39,7 @@ Workload ring_all_reduce() {
 }
 
 SimResult simulated(Fidelity fid) {
-  const SlowUplinkNetwork net;
+  const test::StarNetwork net = slow_uplink_network();
   const test::FixedRateCostModel cost(1e12);
   EngineOptions opt;
   opt.fidelity = fid;
@@ -74,7 +61,7 @@ TEST_CASE("ring slow link: folded ring all_reduce of 4 waits the group's narrowe
 }
 
 TEST_CASE("ring slow link: the analytic estimate agrees") {
-  const SlowUplinkNetwork net;
+  const test::StarNetwork net = slow_uplink_network();
   const test::FixedRateCostModel cost(1e12);
   const double t = estimate_step(ring_all_reduce(), net, cost).step_time_s;
   CHECK(std::fabs(t - expected_s()) <= 1e-9 * expected_s());
