@@ -1,6 +1,7 @@
 #include "app/child_process.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +38,17 @@ int wait_status(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) fail("waitpid");
+  return status;
+}
+
+int wait_status(pid_t pid, ChildUsage& usage) {
+  int status = 0;
+  rusage ru{};
+  while (wait4(pid, &status, 0, &ru) < 0)
+    if (errno != EINTR) fail("wait4");
+  const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  usage.cpu_s = secs(ru.ru_utime) + secs(ru.ru_stime);
+  usage.peak_rss_bytes = static_cast<double>(ru.ru_maxrss) * 1024.0;  // Linux: kilobytes
   return status;
 }
 

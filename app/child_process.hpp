@@ -36,6 +36,15 @@ ForkedChild fork_child(const std::function<int(int write_fd)>& body);
 // The child's wait status (waitpid, EINTR retried): WIFSIGNALED, WEXITSTATUS and so on apply.
 int wait_status(pid_t pid);
 
+// What a reaped child used: its CPU seconds (user + system) and peak resident memory (that of its
+// largest descendant where one was larger), from wait4.
+struct ChildUsage {
+  double cpu_s = 0;
+  double peak_rss_bytes = 0;
+};
+// As wait_status, and fills `usage`.
+int wait_status(pid_t pid, ChildUsage& usage);
+
 // Writes the whole of `data` to `fd` (EINTR retried); false when a write fails.
 bool write_all(int fd, const std::string& data);
 

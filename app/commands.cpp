@@ -229,7 +229,8 @@ int sweep_command(const SweepArgs& a) {
   o.analytic = a.analytic;
   o.formula = a.formula;
   if (!a.refine_top.empty()) o.refine_top = positive("--refine-top", a.refine_top);
-  if (o.formula && o.two_stage()) throw ScenarioError("sweep", "", "--formula takes --refine-top, not --simulate-top or --simulate-within");
+  if (o.refine_top > 0 && o.two_stage())
+    throw ScenarioError("sweep", "", "--refine-top excludes --simulate-top and --simulate-within");
   o.isolate = a.isolate;
   o.profile_arg = a.profile;
   SlurmOptions so;

@@ -103,7 +103,7 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& a) {
   CLI::Option* formula = sub->add_flag(
       "--formula", a.formula,
       "the formula tier: every plan in closed form without its step graphs (models/plan_formula.hpp; plans out of "
-      "its scope get the analytic estimate)");
+      "its scope get the analytic estimate); with --simulate-top or --simulate-within it chooses the plans simulated");
   formula->excludes(analytic);
   sub->add_option("--refine-top", a.refine_top, "--formula: then the K best plans estimated again on their step graphs")
       ->needs(formula)

@@ -573,15 +573,27 @@ class SweepRun {
   void sync_rows();
   void progress();
   void run_tasks(const std::vector<size_t>& plans, bool analytic, const std::function<void(ojson&)>& decorate);
+  void note_simulation(size_t plan, const ChildUsage& used) {
+    simulate_cpu_s_ += used.cpu_s;
+    if (used.peak_rss_bytes > largest_peak_rss_bytes_) {
+      largest_peak_rss_bytes_ = used.peak_rss_bytes;
+      largest_plan_ = plan;
+    }
+  }
   void run_formula(const std::vector<size_t>& plans);
   void refine(size_t top);
   std::vector<size_t> ranked(bool by_analytic) const;
   void summary(std::ostream& out, size_t resumed);
   double analytic_value(const ojson& row) const;
+  std::string estimate_key() const;
+  std::vector<size_t> ranked_estimates() const;
   size_t plans_in_shard() const;
   std::vector<size_t> candidates() const;
   size_t estimated_ = 0, simulated_ = 0;  // plans of the closed-form and the simulated stage
   double estimate_s_ = 0, simulate_s_ = 0;
+  // The children of the simulated stage: their CPU seconds, and the largest one's peak memory and plan.
+  double simulate_cpu_s_ = 0, largest_peak_rss_bytes_ = 0;
+  size_t largest_plan_ = 0;
 };
 
 // FNV-1a, 64 bits: a fingerprint of text, stable across builds and hosts.
@@ -597,9 +609,10 @@ std::string fnv1a_hex(const std::string& text) {
 }  // namespace
 
 std::string SweepOptions::mode_text() const {
-  if (formula) return refine_top > 0 ? "formula refine-top " + std::to_string(refine_top) : "formula";
+  if (formula && !two_stage()) return refine_top > 0 ? "formula refine-top " + std::to_string(refine_top) : "formula";
   if (!two_stage()) return analytic ? "analytic" : "simulated";
   std::string m = simulate_top > 0 ? "simulate-top " + std::to_string(simulate_top) : "simulate";
+  if (formula) m = "formula " + m;
   if (simulate_within_percent > 0) m += fmt::format(" within {}%", simulate_within_percent);
   return m;
 }
@@ -706,8 +719,9 @@ void SweepRun::prepare() {
           throw bad("plan " + std::to_string(id) + " with " + d.pointer + " = " + h[d.pointer].dump() +
                     ": the file was written by another sweep");
       const std::string mode = r.value("mode", "");
-      const bool top_row = r.contains("analytic_" + s_.rank_by);
-      if (o_.formula && mode == "simulated") throw bad("formula rows (it was written without --formula)");
+      const bool top_row = r.contains(estimate_key());
+      if (o_.formula && mode == "simulated" && !(o_.two_stage() && top_row))
+        throw bad("formula rows (it was written without --formula)");
       if (!o_.formula && mode == "formula") throw bad("rows without the formula tier (it was written with --formula)");
       if (o_.analytic && mode == "simulated") throw bad("analytic rows (it was written without --analytic)");
       if (!o_.analytic && !o_.formula && !o_.two_stage() && mode == "analytic")
@@ -830,7 +844,9 @@ void SweepRun::run_tasks(const std::vector<size_t>& plans, bool analytic,
         continue;
       }
       close(c.fd);
-      const int status = wait_status(c.pid);
+      ChildUsage used;
+      const int status = wait_status(c.pid, used);
+      if (!analytic) note_simulation(c.plan, used);
       ojson row;
       bool ok = false;
       if (!c.out.empty() && c.out.back() == '\n') try {
@@ -879,8 +895,12 @@ void SweepRun::refine(size_t top) {
   run_tasks(todo, true, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
 }
 
+// The estimate a simulated row was chosen on: "formula_<rank_by>" after the formula tier, else
+// "analytic_<rank_by>".
+std::string SweepRun::estimate_key() const { return (o_.formula ? "formula_" : "analytic_") + s_.rank_by; }
+
 double SweepRun::analytic_value(const ojson& r) const {
-  const std::string key = "analytic_" + s_.rank_by;
+  const std::string key = estimate_key();
   if (r.contains(key)) return r[key].get<double>();
   return r[s_.rank_by].get<double>();
 }
@@ -888,6 +908,22 @@ double SweepRun::analytic_value(const ojson& r) const {
 // Plan ids of the ok rows, best first by rank_by (ties: the lower plan id first). by_analytic:
 // ranked on the analytic estimate (a simulated row keeps it as "analytic_<rank_by>").
 std::vector<size_t> SweepRun::ranked(bool by_analytic) const { return ranked_ids(s_, rows_, by_analytic); }
+
+// After the formula tier: the ok rows best first by the estimate (formula, or analytic for a plan out
+// of the tier's scope; a simulated row by the estimate it was chosen on), ties by plan id.
+std::vector<size_t> SweepRun::ranked_estimates() const {
+  std::vector<std::pair<double, size_t>> v;
+  for (const auto& [id, r] : rows_)
+    if (r["status"] == "ok") v.push_back({analytic_value(r), id});
+  const bool larger = larger_is_better(s_.rank_by);
+  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  });
+  std::vector<size_t> ids;
+  for (const auto& x : v) ids.push_back(x.second);
+  return ids;
+}
 
 void SweepRun::summary(std::ostream& out, size_t resumed) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -897,10 +933,14 @@ void SweepRun::summary(std::ostream& out, size_t resumed) {
   out << fmt::format("{} plans in {:.1f} s: {:.1f} plans/s{}\n", plans_here_, wall_s,
                      wall_s > 0 ? plans_here_ / wall_s : 0.0,
                      resumed ? fmt::format(" ({} more were already in results.jsonl)", resumed) : "");
-  if (simulated_ > 0)
+  if (simulated_ > 0) {
     out << fmt::format("simulated {} plans in {:.1f} s: {:.2f} plans/s; the closed-form stage {:.1f} s: {:.1f} plans/s\n",
                        simulated_, simulate_s_, simulate_s_ > 0 ? simulated_ / simulate_s_ : 0.0, estimate_s_,
                        estimate_s_ > 0 ? estimated_ / estimate_s_ : 0.0);
+    out << fmt::format("simulations: {:.2f} CPU s each on average; the largest plan's peak memory {:.0f} MiB (plan {})\n",
+                       simulate_cpu_s_ / static_cast<double>(simulated_), largest_peak_rss_bytes_ / 1048576.0,
+                       largest_plan_);
+  }
   out << fmt::format("wrote {} and {}\n", jsonl_path_, csv_path_);
 }
 
@@ -912,7 +952,7 @@ size_t SweepRun::plans_in_shard() const {
 // The plans worth simulating after the closed-form stage: within P % of the best estimate
 // (--simulate-within), the K best (--simulate-top), or the K best of those within P %.
 std::vector<size_t> SweepRun::candidates() const {
-  auto top = ranked(true);
+  auto top = o_.formula ? ranked_estimates() : ranked(true);
   if (o_.simulate_within_percent > 0 && !top.empty()) {
     const double best = analytic_value(rows_.at(top.front()));
     const double f = o_.simulate_within_percent / 100;
@@ -941,6 +981,12 @@ void keep_freed_memory() {
 #endif
 }
 
+void give_back_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 int SweepRun::run(std::ostream& out) {
   prepare();
   if (o_.analytic || o_.two_stage() || o_.formula) keep_freed_memory();
@@ -953,7 +999,8 @@ int SweepRun::run(std::ostream& out) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   if (o_.two_stage()) {
-    run_tasks(todo, true, nullptr);
+    if (o_.formula) run_formula(todo);
+    else run_tasks(todo, true, nullptr);
     estimate_s_ = seconds_since(t0_);
     estimated_ = todo.size();
     // The candidates, simulated; a simulated row keeps the estimate it was chosen on.
@@ -961,10 +1008,13 @@ int SweepRun::run(std::ostream& out) {
     std::map<size_t, double> chosen_on;
     for (size_t id : candidates()) {
       chosen_on[id] = analytic_value(rows_.at(id));
-      if (rows_.at(id).value("mode", "") == "analytic") sim.push_back(id);
+      if (rows_.at(id).value("mode", "") != "simulated") sim.push_back(id);
     }
     tasks_total_ = tasks_done_ + sim.size();
-    const std::string key = "analytic_" + s_.rank_by;
+    const std::string key = estimate_key();
+    // The closed-form stage's freed memory goes back before forking: each child would otherwise
+    // start with (and fork would copy the page tables of) the largest estimate's heap.
+    give_back_freed_memory();
     const auto t1 = std::chrono::steady_clock::now();
     run_tasks(sim, false, [&](ojson& row) { row[key] = chosen_on.at(row["plan"].get<size_t>()); });
     simulate_s_ = seconds_since(t1);

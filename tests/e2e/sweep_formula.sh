@@ -36,7 +36,31 @@ small="$src/tests/data/sweep-small-gpt-sunway-16.json"
 expect2() { set +e; "$exe" sweep "$small" "$@" > /dev/null 2>&1; rc=$?; set -e; [ "$rc" -eq 2 ] || fail "sweep $* exited $rc, expected 2"; }
 expect2 --refine-top 3 --out "$tmp/bad1"
 expect2 --formula --refine-top 0 --out "$tmp/bad2"
-expect2 --formula --simulate-top 3 --out "$tmp/bad3"
+expect2 --formula --refine-top 3 --simulate-top 3 --out "$tmp/bad3"
+# --formula --simulate-top: the formula tier chooses the candidates, and they are simulated as after
+# the analytic stage: the same plans, the same simulated rows (each keeps what it was chosen on as
+# formula_<rank_by> instead of analytic_<rank_by>, equal to 1e-9); resumable.
+"$exe" sweep "$small" --formula --simulate-top 2 --jobs 2 --out "$tmp/ftop" > /dev/null || fail "--formula --simulate-top exited $?"
+"$exe" sweep "$small" --formula --simulate-top 2 --jobs 2 --resume --out "$tmp/ftop" > /dev/null || fail "its resume exited $?"
+"$exe" sweep "$small" --simulate-top 2 --jobs 2 --out "$tmp/atop" > /dev/null || fail "--simulate-top exited $?"
+python3 - "$tmp" <<'PY' || fail "--formula --simulate-top differs from --simulate-top"
+import json, sys
+tmp = sys.argv[1]
+def sims(d):
+    rows = [json.loads(l) for l in open(f"{tmp}/{d}/results.jsonl")]
+    assert len({r["plan"] for r in rows}) == len(rows), (d, "a plan twice")
+    return {r["plan"]: r for r in rows if r.get("mode") == "simulated"}
+f, a = sims("ftop"), sims("atop")
+assert len(f) == 2 and sorted(f) == sorted(a), (sorted(f), sorted(a))
+rank = json.load(open(f"{tmp}/ftop/sweep.json")).get("rank_by", "step_time_s")
+for p in f:
+    fk, ak = [k for k in f[p] if k.startswith("formula_")], [k for k in a[p] if k.startswith("analytic_")]
+    assert len(fk) == 1 and len(ak) == 1, (fk, ak)
+    x, y = f[p].pop(fk[0]), a[p].pop(ak[0])
+    assert abs(x - y) <= 1e-9 * abs(y), (p, x, y)
+    assert f[p] == a[p], (p, f[p], a[p])
+print("formula --simulate-top: plans", sorted(f), "simulated as after the analytic stage")
+PY
 expect2 --formula --analytic --out "$tmp/bad4"
 expect2 --analytic --resume --out "$tmp/small-gpt-sunway-16-f"
 python3 - "$tmp" <<'PY' || fail "the formula tier and the analytic estimate disagree"

@@ -11,6 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <cstring>
+#include "app/child_process.hpp"
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
@@ -349,4 +353,24 @@ TEST_CASE("sweep: a sweep resumed after a torn row writes the same files") {
   fs::remove(dir / "cut" / "sweep.json");
   CHECK_THROWS_AS(run_sweep(s, o, out2), ScenarioError);
   fs::remove_all(dir);
+}
+
+// The simulated stage reports each child's CPU seconds and its peak memory (the largest plan's) from
+// wait4: a child that touches 64 MiB of fresh memory has a peak of at least that.
+TEST_CASE("wait_status reports a forked child's CPU seconds and peak resident memory") {
+  const size_t bytes = size_t{64} << 20;
+  const exasim::ForkedChild c = exasim::fork_child([&](int fd) -> int {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 3;
+    std::memset(p, 1, bytes);
+    return exasim::write_all(fd, "done\n") ? 0 : 4;
+  });
+  const std::string out = exasim::read_to_end(c.read_fd);
+  exasim::ChildUsage used;
+  const int status = exasim::wait_status(c.pid, used);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(out == "done\n");
+  CHECK(used.peak_rss_bytes >= static_cast<double>(bytes));
+  CHECK(used.cpu_s >= 0);
 }
