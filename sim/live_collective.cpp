@@ -38,7 +38,7 @@ void Replay::release_step(int side) {
   const CollectiveInstance& in = instances_[ls.instance];
   const CollectiveSchedule& sch = schedules_[in.schedule];
   const int k = ++ls.step;
-  CollectiveStep st;
+  CollectiveStep& st = step_scratch_;  // reused: no allocation per step
   sch.step(ls.member, k, st);
   const auto& members = in.gt->members[in.group];
   const int src_node = w_.node_of_rank[fold_.slot_rank[ls.slot]];
@@ -47,15 +47,22 @@ void Replay::release_step(int side) {
   int sends = 0;
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
-    const int dst_node = w_.node_of_rank[members[snd.peer]];
-    const auto eps = paths_.exhaustive_endpoints(ls.slot, src_node, dst_node);
+    if (snd.peer != ls.hop_peer) {
+      const int dst_node = w_.node_of_rank[members[snd.peer]];
+      const auto eps = paths_.exhaustive_endpoints(ls.slot, src_node, dst_node);
+      ls.hop_peer = snd.peer;
+      ls.hop_src_ep = eps.first;
+      ls.hop_dst_ep = eps.second;
+      ls.hop_route_latency_s = paths_.route_latency_s(paths_.routes().at(eps));
+      ls.hop_message_latency_s = net_.message_latency_s(src_node, dst_node, *in.work);
+    }
     const int t = new_live_flow();
     LiveFlow& f = live_flows_[-1 - t];
     f.task.kind = Task::flow;
-    f.info.src = eps.first;
-    f.info.dst = eps.second;
+    f.info.src = ls.hop_src_ep;
+    f.info.dst = ls.hop_dst_ep;
     f.info.amount = snd.bytes;
-    f.info.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node, *in.work);
+    f.info.delay_s = posted_s + handshake_s(snd.bytes, ls.hop_route_latency_s) + ls.hop_message_latency_s;
     f.from_side = side;
     f.to_side = in.first_side + snd.peer;
     f.step = k;

@@ -99,6 +99,12 @@ struct LiveSide {
   int step = -1;        // the last released step (-1: not started)
   int left = 0;         // flows of `step` (sent or received) not yet over
   std::vector<int> early;  // early[j]: flows of step step+1+j received already
+  // The hop to the last peer sent to (a ring sends every step to the same one): its endpoints,
+  // its route's latency and the library's message latency on it, looked up once, not per step.
+  int hop_peer = -1;
+  int hop_src_ep = -1, hop_dst_ep = -1;
+  double hop_route_latency_s = 0;
+  double hop_message_latency_s = 0;
 };
 
 // A flow of an exhaustive collective's step, created when the step is released and recycled
@@ -108,6 +114,7 @@ struct LiveFlow {
   FlowInfo info;
   int from_side = -1, to_side = -1;
   int step = 0;
+  simgrid::s4u::CommPtr comm;  // its transfer while it runs (not in Replay::live_: no hash per flow)
 };
 
 // A receive waiting for its send (resolved once every task exists).
@@ -262,7 +269,10 @@ class Replay {
   // The wait of a rendezvous message's bulk for the receiver's clear to send: one round trip of
   // the route's latency (Network::rendezvous); 0 for an eager message.
   double handshake_s(double bytes, const std::vector<int>& route) const {
-    return net_.rendezvous(bytes) ? 2 * paths_.route_latency_s(route) : 0;
+    return handshake_s(bytes, paths_.route_latency_s(route));
+  }
+  double handshake_s(double bytes, double route_latency_s) const {
+    return net_.rendezvous(bytes) ? 2 * route_latency_s : 0;
   }
   Folding fold_;
   PathMap paths_;
@@ -289,6 +299,7 @@ class Replay {
   std::vector<LiveSide> sides_;
   std::vector<LiveFlow> live_flows_;
   std::vector<int> free_flows_;  // indices in live_flows_ to reuse
+  CollectiveStep step_scratch_;  // release_step's step, kept to reuse its storage
   double last_flow_end_s_ = -1;  // the latest arrival of a live flow
   std::vector<PendingRecv> recvs_;
   std::vector<PendingSync> syncs_;

@@ -121,7 +121,10 @@ void Replay::launch(int t) {
   c->set_data(tag);
   c->start();
   detached_.after_start(*c);
-  live_[c.get()] = c;
+  if (t < 0)
+    live_flows_[-1 - t].comm = std::move(c);
+  else
+    live_[c.get()] = c;
   stats_.flows++;
 }
 
@@ -201,6 +204,11 @@ void Replay::simulate_tasks() {
     if (a.get_data<void>() == nullptr) return;
     const int t = task_of_tag(a.get_data<void>());
     // SimGrid may still touch the activity after this callback: release it once time advances.
+    if (t < 0) {  // a live flow's transfer: it holds its comm
+      finished_.push_back(std::move(live_flows_[-1 - t].comm));
+      part_done(t);
+      return;
+    }
     auto it = live_.find(&a);
     if (it != live_.end()) {
       finished_.push_back(std::move(it->second));
