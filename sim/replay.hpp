@@ -105,6 +105,7 @@ struct LiveSide {
   int hop_src_ep = -1, hop_dst_ep = -1;
   double hop_route_latency_s = 0;
   double hop_message_latency_s = 0;
+  int hop_signature = -1;  // the hop's route's Replay::exclusive_signature
 };
 
 // A flow of an exhaustive collective's step, created when the step is released and recycled
@@ -115,6 +116,8 @@ struct LiveFlow {
   int from_side = -1, to_side = -1;
   int step = 0;
   simgrid::s4u::CommPtr comm;  // its transfer while it runs (not in Replay::live_: no hash per flow)
+  int signature = -1;     // its route's Replay::exclusive_signature
+  int next_in_comm = 0;   // the next live flow its comm carries (0: none; live flow ids are < 0)
 };
 
 // A receive waiting for its send (resolved once every task exists).
@@ -176,8 +179,9 @@ struct PendingSync {
 
 class Replay {
  public:
-  Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f)
-      : w_(w),
+  Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f, bool coalesce = false)
+      : coalesce_(coalesce && f == Fidelity::exhaustive),
+        w_(w),
         net_(net),
         cost_(cost),
         fid_(f),
@@ -222,6 +226,10 @@ class Replay {
   void join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready);
   void expand_collectives_exhaustive();
   // --- exhaustive collectives' steps during the run (live_collective.cpp)
+  void count_route_sender(const std::pair<int, int>& eps, int senders);
+  void find_exclusive_routes();
+  int exclusive_signature(const std::pair<int, int>& eps) const;
+  bool join_open_comm(int t, const FlowInfo& flow);
   void start_side(int side);
   void release_step(int side);
   void flow_arrived(int side, int step);
@@ -259,6 +267,7 @@ class Replay {
   void release_run_state();
   SimResult collect_result();
 
+  bool coalesce_;  // EngineOptions::coalesce_independent_flows, exhaustive only
   const Workload& w_;
   const Network& net_;
   const CostModel& cost_;
@@ -300,6 +309,13 @@ class Replay {
   std::vector<LiveFlow> live_flows_;
   std::vector<int> free_flows_;  // indices in live_flows_ to reuse
   CollectiveStep step_scratch_;  // release_step's step, kept to reuse its storage
+  // Coalescing independent flows (live_collective.cpp): route -> its senders (a collective side
+  // counts 1; a side sending twice to one peer in a step, or a DAG flow, counts 2), and the
+  // exclusive routes' signatures; the open comm that later flows of the same drain may ride.
+  std::map<std::pair<int, int>, int> route_senders_;
+  std::map<std::pair<int, int>, int> exclusive_signature_;
+  bool in_drain_ = false;
+  int open_head_ = 0, open_tail_ = 0;  // live flow ids of the open comm's first and last flow; 0: none
   double last_flow_end_s_ = -1;  // the latest arrival of a live flow
   std::vector<PendingRecv> recvs_;
   std::vector<PendingSync> syncs_;
