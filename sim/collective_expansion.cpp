@@ -169,6 +169,9 @@ void Replay::expand_collectives_exhaustive() {
     return pa.slot != pb.slot ? pa.slot < pb.slot : pa.op < pb.op;
   });
   CollectiveStep st;
+  std::vector<std::pair<int, int>> side_routes;  // coalescing: the routes this side sends over
+  std::vector<long> seen_in_step;                // coalescing: member -> the stamp of the last step sending to it
+  long stamp = 0;
   for (const Side& sd : sides) {
     const Participant& part = participants_[sd.participant];
     const CollectiveInstance& in = instances_[sd.instance];
@@ -181,14 +184,27 @@ void Replay::expand_collectives_exhaustive() {
     const int r = fold_.slot_rank[part.slot];
     const int m = in.gt->index_in_group[r];
     int last_peer = -1;
+    side_routes.clear();
+    if (coalesce_ && seen_in_step.size() < members.size()) seen_in_step.resize(members.size(), -1);
     for (int k = 0; k < sch.step_count(); ++k) {
       sch.step(m, k, st);
-      for (const auto& snd : st.sends)
-        if (snd.bytes > 0 && snd.peer != last_peer) {
-          paths_.exhaustive_endpoints(part.slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
+      stamp++;
+      for (const auto& snd : st.sends) {
+        if (snd.bytes <= 0) continue;
+        const bool again = coalesce_ && seen_in_step[snd.peer] == stamp;  // a second send to one peer in a step
+        if (coalesce_) seen_in_step[snd.peer] = stamp;
+        if (snd.peer != last_peer || again) {
+          const auto eps =
+              paths_.exhaustive_endpoints(part.slot, w_.node_of_rank[r], w_.node_of_rank[members[snd.peer]]);
           last_peer = snd.peer;
+          if (coalesce_) side_routes.push_back(eps);
+          if (again) count_route_sender(eps, 2);
         }
+      }
     }
+    std::sort(side_routes.begin(), side_routes.end());
+    side_routes.erase(std::unique(side_routes.begin(), side_routes.end()), side_routes.end());
+    for (const auto& eps : side_routes) count_route_sender(eps, 1);
     const int side = in.first_side + m;
     const int t = new_task(Task::side);
     tasks_[t].ref = side;

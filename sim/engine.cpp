@@ -86,7 +86,7 @@ SimResult simulate(const Workload& w, const Network& net, const CostModel& cost,
     if (p < 0 || p >= static_cast<int>(w.programs.size()))
       throw std::logic_error("workload: program_of_rank names program " + std::to_string(p) + " of " +
                              std::to_string(w.programs.size()));
-  detail::Replay r(w, net, cost, opt.fidelity);
+  detail::Replay r(w, net, cost, opt.fidelity, opt.coalesce_independent_flows);
   return r.run();
 }
 

@@ -14,6 +14,10 @@ namespace exasim {
 
 struct EngineOptions {
   Fidelity fidelity = Fidelity::folded;
+  // Exhaustive: flows of collective steps that no other flow can ever meet on a link, started at
+  // one instant with the same bytes over links of the same bandwidths and latencies, ride one
+  // SimGrid comm (live_collective.cpp). Same result either way (a test checks it); off to compare.
+  bool coalesce_independent_flows = true;
 };
 
 struct OpTiming {
@@ -32,7 +36,9 @@ struct SimulatedRank {
 
 struct SimStats {
   long simulated_ranks = 0;
-  long flows = 0;          // SimGrid communications
+  long flows = 0;          // flows (each a SimGrid communication, or carried by another's: see
+                           // coalesced_flows)
+  long coalesced_flows = 0;  // flows carried by an identical independent flow's comm (exhaustive)
   long compute_activities = 0;  // one SimGrid exec per compute unit, or one timer per task
                                 // when the compute ops of a rank's program form a chain
                                 // (see engine.cpp)

@@ -10,12 +10,55 @@
 // only when the tasks exist changes. A side's steps are released in order; a step in which the member
 // neither sends nor waits for a receive (collectives.hpp: halving and doubling off a power of two)
 // is passed at once.
+//
+// Coalescing independent flows (EngineOptions::coalesce_independent_flows). A route is exclusive
+// when one collective side alone sends over it (one flow at a time: a side's step k+1 starts once
+// its step-k sends are over, and it never sends twice to one peer in a step) and no other route
+// of the platform uses any of its links: no other flow can ever share a link with its flows, so
+// each runs alone at its route's narrowest bandwidth after its route's latency. Flows over
+// exclusive routes whose links have the same bandwidths and latencies in the same order (the
+// route's signature), started from one drain (one instant, nothing else started between them)
+// with the same bytes, therefore end at the same instant, each computed by SimGrid with the same
+// arithmetic: the first one's comm carries them all (the others are its next_in_comm chain,
+// completed in launch order when it ends), and the max-min solver sees one variable instead of
+// n. A ring step on a non-blocking switch (the n flows of a step, each from a node's up-link to
+// its neighbour's down-link) is one comm instead of n.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "sim/replay.hpp"
 
 namespace exasim::detail {
+
+void Replay::count_route_sender(const std::pair<int, int>& eps, int senders) {
+  if (coalesce_) route_senders_[eps] += senders;
+}
+
+// Once every route is known (before the platform is built): the exclusive routes' signatures.
+void Replay::find_exclusive_routes() {
+  if (!coalesce_) return;
+  for (size_t i = 0; i < flows_.size(); ++i) count_route_sender({flows_[i].src, flows_[i].dst}, 2);
+  std::vector<int> uses(paths_.links().size(), 0);
+  for (const auto& [eps, route] : paths_.routes())
+    for (int l : route) uses[l]++;
+  std::map<std::vector<std::pair<double, double>>, int> ids;
+  for (const auto& [eps, senders] : route_senders_) {
+    const std::vector<int>& route = paths_.routes().at(eps);
+    if (senders != 1 || route.empty() ||
+        !std::all_of(route.begin(), route.end(), [&](int l) { return uses[l] == 1; }))
+      continue;
+    std::vector<std::pair<double, double>> sig;
+    for (int l : route) sig.emplace_back(paths_.links()[l].bandwidth_Bps, paths_.links()[l].latency_s);
+    exclusive_signature_[eps] = ids.emplace(std::move(sig), static_cast<int>(ids.size())).first->second;
+  }
+  route_senders_.clear();
+}
+
+int Replay::exclusive_signature(const std::pair<int, int>& eps) const {
+  const auto it = exclusive_signature_.find(eps);
+  return it == exclusive_signature_.end() ? -1 : it->second;
+}
 
 int Replay::new_live_flow() {
   if (free_flows_.empty()) {
@@ -39,7 +82,7 @@ void Replay::start_side(int side) {
 void Replay::release_step(int side) {
   const CollectiveInstance& in = instances_[sides_[side].instance];
   const CollectiveSchedule& sch = schedules_[in.schedule];
-  CollectiveStep st;
+  CollectiveStep& st = step_scratch_;  // reused: no allocation per step
   for (;;) {
     LiveSide& ls = sides_[side];
     const int k = ++ls.step;
@@ -61,7 +104,7 @@ void Replay::release_step(int side) {
 
 // The flows member `side` sends in step k, created and queued to launch; returns how many.
 int Replay::launch_step_flows(int side, int k, const CollectiveStep& st) {
-  const LiveSide& ls = sides_[side];
+  LiveSide& ls = sides_[side];
   const CollectiveInstance& in = instances_[ls.instance];
   const auto& members = in.gt->members[in.group];
   const int src_node = w_.node_of_rank[fold_.slot_rank[ls.slot]];
@@ -70,15 +113,24 @@ int Replay::launch_step_flows(int side, int k, const CollectiveStep& st) {
   int sends = 0;
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
-    const int dst_node = w_.node_of_rank[members[snd.peer]];
-    const auto eps = paths_.exhaustive_endpoints(ls.slot, src_node, dst_node);
+    if (snd.peer != ls.hop_peer) {
+      const int dst_node = w_.node_of_rank[members[snd.peer]];
+      const auto eps = paths_.exhaustive_endpoints(ls.slot, src_node, dst_node);
+      ls.hop_peer = snd.peer;
+      ls.hop_src_ep = eps.first;
+      ls.hop_dst_ep = eps.second;
+      ls.hop_route_latency_s = paths_.route_latency_s(paths_.routes().at(eps));
+      ls.hop_message_latency_s = net_.message_latency_s(src_node, dst_node, *in.work);
+      ls.hop_signature = exclusive_signature(eps);
+    }
     const int t = new_live_flow();
     LiveFlow& f = live_flows_[-1 - t];
     f.task.kind = Task::flow;
-    f.info.src = eps.first;
-    f.info.dst = eps.second;
+    f.info.src = ls.hop_src_ep;
+    f.info.dst = ls.hop_dst_ep;
     f.info.amount = snd.bytes;
-    f.info.delay_s = posted_s + handshake_s(snd.bytes, paths_.routes().at(eps)) + net_.message_latency_s(src_node, dst_node, *in.work);
+    f.signature = ls.hop_signature;
+    f.info.delay_s = posted_s + handshake_s(snd.bytes, ls.hop_route_latency_s) + ls.hop_message_latency_s;
     f.from_side = side;
     f.to_side = in.first_side + snd.peer;
     f.step = k;

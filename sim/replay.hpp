@@ -99,6 +99,13 @@ struct LiveSide {
   int step = -1;        // the last released step (-1: not started)
   int left = 0;         // flows of `step` (sent or received) not yet over
   std::vector<int> early;  // early[j]: flows of step step+1+j received already
+  // The hop to the last peer sent to (a ring sends every step to the same one): its endpoints,
+  // its route's latency and the library's message latency on it, looked up once, not per step.
+  int hop_peer = -1;
+  int hop_src_ep = -1, hop_dst_ep = -1;
+  double hop_route_latency_s = 0;
+  double hop_message_latency_s = 0;
+  int hop_signature = -1;  // the hop's route's Replay::exclusive_signature
 };
 
 // A flow of an exhaustive collective's step, created when the step is released and recycled
@@ -108,6 +115,9 @@ struct LiveFlow {
   FlowInfo info;
   int from_side = -1, to_side = -1;
   int step = 0;
+  simgrid::s4u::CommPtr comm;  // its transfer while it runs (not in Replay::live_: no hash per flow)
+  int signature = -1;     // its route's Replay::exclusive_signature
+  int next_in_comm = 0;   // the next live flow its comm carries (0: none; live flow ids are < 0)
 };
 
 // A receive waiting for its send (resolved once every task exists).
@@ -169,8 +179,9 @@ struct PendingSync {
 
 class Replay {
  public:
-  Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f)
-      : w_(w),
+  Replay(const Workload& w, const Network& net, const CostModel& cost, Fidelity f, bool coalesce = false)
+      : coalesce_(coalesce && f == Fidelity::exhaustive),
+        w_(w),
         net_(net),
         cost_(cost),
         fid_(f),
@@ -215,6 +226,10 @@ class Replay {
   void join_collective_exhaustive(int s, OpId v, const CollectiveWork& c, int ready);
   void expand_collectives_exhaustive();
   // --- exhaustive collectives' steps during the run (live_collective.cpp)
+  void count_route_sender(const std::pair<int, int>& eps, int senders);
+  void find_exclusive_routes();
+  int exclusive_signature(const std::pair<int, int>& eps) const;
+  bool join_open_comm(int t, const FlowInfo& flow);
   void start_side(int side);
   void release_step(int side);
   int launch_step_flows(int side, int k, const CollectiveStep& st);
@@ -253,6 +268,7 @@ class Replay {
   void release_run_state();
   SimResult collect_result();
 
+  bool coalesce_;  // EngineOptions::coalesce_independent_flows, exhaustive only
   const Workload& w_;
   const Network& net_;
   const CostModel& cost_;
@@ -263,7 +279,10 @@ class Replay {
   // The wait of a rendezvous message's bulk for the receiver's clear to send: one round trip of
   // the route's latency (Network::rendezvous); 0 for an eager message.
   double handshake_s(double bytes, const std::vector<int>& route) const {
-    return net_.rendezvous(bytes) ? 2 * paths_.route_latency_s(route) : 0;
+    return handshake_s(bytes, paths_.route_latency_s(route));
+  }
+  double handshake_s(double bytes, double route_latency_s) const {
+    return net_.rendezvous(bytes) ? 2 * route_latency_s : 0;
   }
   Folding fold_;
   PathMap paths_;
@@ -290,6 +309,14 @@ class Replay {
   std::vector<LiveSide> sides_;
   std::vector<LiveFlow> live_flows_;
   std::vector<int> free_flows_;  // indices in live_flows_ to reuse
+  CollectiveStep step_scratch_;  // release_step's step, kept to reuse its storage
+  // Coalescing independent flows (live_collective.cpp): route -> its senders (a collective side
+  // counts 1; a side sending twice to one peer in a step, or a DAG flow, counts 2), and the
+  // exclusive routes' signatures; the open comm that later flows of the same drain may ride.
+  std::map<std::pair<int, int>, int> route_senders_;
+  std::map<std::pair<int, int>, int> exclusive_signature_;
+  bool in_drain_ = false;
+  int open_head_ = 0, open_tail_ = 0;  // live flow ids of the open comm's first and last flow; 0: none
   double last_flow_end_s_ = -1;  // the latest arrival of a live flow
   std::vector<PendingRecv> recvs_;
   std::vector<PendingSync> syncs_;

@@ -101,6 +101,7 @@ void Replay::launch(int t) {
       x->set_flops_amount(seconds * unit_speed_)->set_host(h);
       x->set_data(tag);
       x->start();
+      open_head_ = open_tail_ = 0;  // nothing rides a comm started before another activity
       live_[x.get()] = x;
       task.parts++;
       stats_.compute_activities++;
@@ -115,14 +116,37 @@ void Replay::launch(int t) {
     return;
   }
   task.parts = 1;
+  if (t < 0 && join_open_comm(t, *flow)) {
+    stats_.flows++;
+    stats_.coalesced_flows++;
+    return;
+  }
   detached_.before_create();
   sg4::CommPtr c = sg4::Comm::sendto_init(ep_hosts_[flow->src], ep_hosts_[flow->dst]);
   c->set_payload_size(static_cast<uint64_t>(std::llround(flow->amount)));
   c->set_data(tag);
   c->start();
   detached_.after_start(*c);
-  live_[c.get()] = c;
+  open_head_ = open_tail_ = 0;
+  if (t < 0) {
+    live_flows_[-1 - t].comm = std::move(c);
+    if (in_drain_ && live_flows_[-1 - t].signature >= 0) open_head_ = open_tail_ = t;  // later flows may ride it
+  } else {
+    live_[c.get()] = c;
+  }
   stats_.flows++;
+}
+
+// Coalescing (live_collective.cpp): live flow t rides the open comm when its route has the open
+// comm's signature and it carries the same bytes.
+bool Replay::join_open_comm(int t, const FlowInfo& flow) {
+  if (open_head_ == 0 || !in_drain_) return false;
+  const LiveFlow& f = live_flows_[-1 - t];
+  const LiveFlow& head = live_flows_[-1 - open_head_];
+  if (f.signature < 0 || f.signature != head.signature || flow.amount != head.info.amount) return false;
+  live_flows_[-1 - open_tail_].next_in_comm = t;
+  open_tail_ = t;
+  return true;
 }
 
 void Replay::start_delay(int t, double seconds) {
@@ -170,11 +194,14 @@ void Replay::complete(int t) {
 }
 
 void Replay::drain() {
+  in_drain_ = true;
   while (!ready_queue_.empty()) {
     const int t = ready_queue_.back();
     ready_queue_.pop_back();
     launch(t);
   }
+  in_drain_ = false;
+  open_head_ = open_tail_ = 0;
 }
 
 // Runs the task DAG on SimGrid, from the tasks with no predecessor until nothing is left.
@@ -195,12 +222,22 @@ void Replay::simulate_tasks() {
   // and it skips Lazy's action heap. moda-1024 exhaustive: 47 s with Lazy, 35 s with Full
   // (39.9 s with Full and selective update). Both solve the same max-min sharing.
   sg4::Engine::set_config("network/optim:Full");
+  find_exclusive_routes();
   build_platform();
 
   sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
     if (a.get_data<void>() == nullptr) return;
     const int t = task_of_tag(a.get_data<void>());
     // SimGrid may still touch the activity after this callback: release it once time advances.
+    if (t < 0) {  // a live flow's transfer: it holds its comm, which may carry later flows too
+      finished_.push_back(std::move(live_flows_[-1 - t].comm));
+      for (int f = t; f != 0;) {
+        const int next = live_flows_[-1 - f].next_in_comm;  // f's slot is recycled by part_done
+        part_done(f);
+        f = next;
+      }
+      return;
+    }
     auto it = live_.find(&a);
     if (it != live_.end()) {
       finished_.push_back(std::move(it->second));

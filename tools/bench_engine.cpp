@@ -1,10 +1,12 @@
 // tools/bench --engine: the engine alone on one collective, so that its cost can be measured at
 // any rank count without a model. Usage:
-//   exasim_bench_engine allreduce RANKS folded|exhaustive [BYTES]
+//   exasim_bench_engine allreduce RANKS folded|exhaustive [BYTES [uncoalesced]]
 // One ring all-reduce of BYTES (default 64 MiB) over RANKS ranks, one rank per node, each
 // node's NIC (25 GB/s each way, 1 us) on one non-blocking switch. Folded: every rank is of one
 // class (the ring is symmetric), and the folded answer is the exact alpha-beta one.
-// Prints the step time, the flows, the wall time of the simulation and the peak RSS of the
+// uncoalesced: every flow its own SimGrid comm (EngineOptions::coalesce_independent_flows off), to
+// compare; the step time is printed to 17 digits so that the two can be compared exactly.
+// Prints the step time, the flows (and how many rode another's comm), the wall time of the simulation and the peak RSS of the
 // process as one JSON line. Not a unit test: its figures are benchmark figures.
 #include <sys/resource.h>
 
@@ -77,7 +79,7 @@ Workload ring_all_reduce(int ranks, double bytes) {
 
 int main(int argc, char** argv) {
   if (argc < 4 || std::string(argv[1]) != "allreduce") {
-    std::fprintf(stderr, "usage: exasim_bench_engine allreduce RANKS folded|exhaustive [BYTES]\n");
+    std::fprintf(stderr, "usage: exasim_bench_engine allreduce RANKS folded|exhaustive [BYTES [uncoalesced]]\n");
     return 2;
   }
   const int ranks = std::atoi(argv[2]);
@@ -93,14 +95,16 @@ int main(int argc, char** argv) {
     const NoCompute cost;
     EngineOptions opt;
     opt.fidelity = fid == "folded" ? Fidelity::folded : Fidelity::exhaustive;
+    opt.coalesce_independent_flows = !(argc > 5 && std::string(argv[5]) == "uncoalesced");
     const auto t0 = std::chrono::steady_clock::now();
     const SimResult res = simulate(w, net, cost, opt);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("{\"ranks\": %d, \"fidelity\": \"%s\", \"bytes\": %.0f, \"step_time_s\": %.9g, \"flows\": %ld, "
+    std::printf("{\"ranks\": %d, \"fidelity\": \"%s\", \"bytes\": %.0f, \"step_time_s\": %.17g, \"flows\": %ld, "
+                "\"coalesced_flows\": %ld, "
                 "\"simulated_ranks\": %ld, \"wall_s\": %.3f, \"peak_rss_bytes\": %ld}\n",
-                ranks, fid.c_str(), bytes, res.step_time_s, res.stats.flows, res.stats.simulated_ranks, wall,
+                ranks, fid.c_str(), bytes, res.step_time_s, res.stats.flows, res.stats.coalesced_flows, res.stats.simulated_ranks, wall,
                 static_cast<long>(ru.ru_maxrss) * 1024);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "exasim_bench_engine: %s\n", e.what());

@@ -75,7 +75,7 @@ def allreduce(ranks, fidelity):
     else:
         r = json.loads(out)
         show(cmd, f"64 MiB all-reduce, {ranks} ranks, {fidelity}: step {r['step_time_s']:.6g} s, "
-                  f"{r['flows']} flows, {r['wall_s']:.2f} s wall ({CPU[None]:.2f} s CPU), peak {r['peak_rss_bytes'] / 2**20:.0f} MiB")
+                  f"{r['flows']} flows ({r.get('coalesced_flows', 0)} riding another's comm), {r['wall_s']:.2f} s wall ({CPU[None]:.2f} s CPU), peak {r['peak_rss_bytes'] / 2**20:.0f} MiB")
 
 
 def scenario(name, fidelity, every_micro_batch=False):
