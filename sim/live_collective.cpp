@@ -32,19 +32,45 @@ void Replay::start_side(int side) {
   release_step(side);
 }
 
-// Creates the flows of the side's next step, queued to launch; counts what the step waits for.
+// Creates the flows of the side's next step, queued to launch; counts what the step waits for. A
+// step with nothing to send or receive (a tree member idle in it) is over at once.
 void Replay::release_step(int side) {
+  const CollectiveInstance& in = instances_[sides_[side].instance];
+  const CollectiveSchedule& sch = schedules_[in.schedule];
+  CollectiveStep st;
+  for (;;) {
+    LiveSide& ls = sides_[side];
+    const int k = ++ls.step;
+    sch.step(ls.member, k, st);
+    const int sends = launch_step_flows(side, k, st);
+    ls.left = sends + static_cast<int>(st.recv_from.size());
+    if (!ls.early.empty()) {
+      ls.left -= ls.early.front();
+      ls.early.erase(ls.early.begin());
+    }
+    if (ls.left < 0 || (ls.left == 0 && sends > 0))
+      throw std::logic_error("exhaustive collective: a step received more flows than it expects");
+    if (ls.left > 0) return;
+    if (ls.step + 1 >= sch.step_count()) {
+      std::vector<int>().swap(ls.early);
+      complete(ls.task);
+      return;
+    }
+  }
+}
+
+// Queues the flows of step k of a side; returns how many.
+int Replay::launch_step_flows(int side, int k, const CollectiveStep& st) {
   LiveSide& ls = sides_[side];
   const CollectiveInstance& in = instances_[ls.instance];
-  const CollectiveSchedule& sch = schedules_[in.schedule];
-  const int k = ++ls.step;
-  CollectiveStep st;
-  sch.step(ls.member, k, st);
   const auto& members = in.gt->members[in.group];
   const int src_node = w_.node_of_rank[fold_.slot_rank[ls.slot]];
-  double posted_s = k == 0 ? in.work->base_latency_s : 0;  // the library's per-collective latency, once
-  for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);  // the sender posts them one by one
+  double posted_s = 0;
   int sends = 0;
+  for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);  // the sender posts them one by one
+  for (const auto& snd : st.sends) sends += snd.bytes > 0 ? 1 : 0;
+  if (sends > 0 && !ls.sent) posted_s += in.work->base_latency_s;  // the library's per-collective latency, once
+  if (sends > 0) ls.sent = true;
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
     const int dst_node = w_.node_of_rank[members[snd.peer]];
@@ -60,16 +86,8 @@ void Replay::release_step(int side) {
     f.to_side = in.first_side + snd.peer;
     f.step = k;
     ready_queue_.push_back(t);
-    sends++;
   }
-  LiveSide& now = ls;
-  if (sends == 0) throw std::logic_error("exhaustive collective: a step without a flow");
-  now.left = sends + static_cast<int>(st.recv_from.size());
-  if (!now.early.empty()) {
-    now.left -= now.early.front();
-    now.early.erase(now.early.begin());
-  }
-  if (now.left <= 0) throw std::logic_error("exhaustive collective: a step received more flows than it expects");
+  return sends;
 }
 
 // One flow of step `step` that the side sent or received is over.

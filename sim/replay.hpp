@@ -98,6 +98,7 @@ struct LiveSide {
   int task = -1;        // its side task
   int step = -1;        // the last released step (-1: not started)
   int left = 0;         // flows of `step` (sent or received) not yet over
+  bool sent = false;    // a flow has been sent (the library's per-collective latency is paid)
   std::vector<int> early;  // early[j]: flows of step step+1+j received already
 };
 
@@ -216,7 +217,11 @@ class Replay {
   void expand_collectives_exhaustive();
   // --- exhaustive collectives' steps during the run (live_collective.cpp)
   void start_side(int side);
+  const std::vector<double>& tree_lockstep_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
+                                                 const GroupTable& gt, int group);
+  std::map<std::tuple<const GroupTable*, int, double, int, int, double, double>, std::vector<double>> tree_ends_;
   void release_step(int side);
+  int launch_step_flows(int side, int k, const CollectiveStep& st);
   void flow_arrived(int side, int step);
   void live_flow_done(int t);
   int new_live_flow();

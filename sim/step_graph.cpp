@@ -27,6 +27,7 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
     case CollectiveAlgorithm::torus_2d: return "torus_2d";
     case CollectiveAlgorithm::multi_ring: return "multi_ring";
+    case CollectiveAlgorithm::tree: return "tree";
   }
   return "?";
 }

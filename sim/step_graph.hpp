@@ -17,7 +17,9 @@ enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all }
 // a second among the members at the same offset of every block (see collectives.hpp).
 // torus_2d (all-reduce, reduce-scatter, all-gather): the 2-D torus algorithm of Ying et al.,
 // bidirectional rings along the block (a torus row), then along the other dimension.
-enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring };
+// tree (all-reduce): NCCL's double binary tree (a chain in each node, two complementary binary
+// trees over the nodes), pipelined in chunks (see collectives.hpp).
+enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring, tree };
 
 const char* to_string(Phase p);
 const char* to_string(CollectiveKind k);
@@ -56,6 +58,10 @@ struct CollectiveWork {
   // algorithm and protocol); negative: the network's own (Network::message_latency_s).
   double within_node_step_latency_s = -1;
   double between_nodes_step_latency_s = -1;
+  // tree: members per node (the intra-node chain's length; the group's members in consecutive blocks
+  // of this many, one block per node) and chunks per channel (NCCL's pipelining, collectives.hpp).
+  int tree_members_per_node = 1;
+  int tree_chunks = 1;
   // The name of the protocol chosen ("LL", "LL128", "Simple"; "" : none), for reports.
   const char* protocol = "";
 };

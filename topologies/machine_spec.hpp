@@ -37,6 +37,7 @@ struct NcclTuning {
   double ring_plateau_latency_factor = 1;    // ring Simple all-reduce across nodes, large enough
   double ring_plateau_bytes_per_rank = 0;    // ... from nRanks x this bytes on
   std::vector<std::string> ll128_devices;    // device names on which LL128 is enabled by default
+  double tree_chunk_bytes[3] = {};           // the tree's chunk of data per step, by protocol (before halving)
 };
 
 // GPU nodes (NVLink/NVSwitch inside, one NIC per rail) on a fat tree of leaf and spine groups
