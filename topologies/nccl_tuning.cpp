@@ -34,11 +34,12 @@ const char* nccl_protocol_name(int protocol) {
   return protocol == NcclTuning::ll ? "LL" : protocol == NcclTuning::ll128 ? "LL128" : "Simple";
 }
 
-// ncclTopoTuneModel's "various model refinements" of the bus bandwidth (2.7.5; the 235 GB/s cap of
-// compute capability 8.0 is not modelled).
+// ncclTopoTuneModel's "various model refinements" of the bus bandwidth (2.7.5), compute capability
+// 8.0's cap first (235 GB/s) and its own Tree/LL128 maxTreeBw.
 double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm) {
   if (protocol == NcclTuning::ll128 && !comm.ll128_enabled) return 0;
   double bus = comm.bus_Bps;
+  if (comm.compute_capability_80) bus = std::min(bus, t.compute_capability_80_max_bus_Bps);
   const double ppn = static_cast<double>(comm.ranks) / comm.nodes;
   const double ll128_cap = t.ll128_max_channel_Bps[kind_index(kind)] * comm.channels;
   if (algorithm == NcclTuning::ring) {
@@ -49,7 +50,10 @@ double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int
       bus = std::min(bus * (ppn < 2 ? t.ring_ll128_one_per_node_factor : t.ring_ll128_bandwidth_factor), ll128_cap);
     return bus;
   }
-  bus = std::min(bus * t.tree_bandwidth_factor, t.tree_max_bus_Bps[comm.nodes > 2 ? 1 : 0]);
+  const int more = comm.nodes > 2 ? 1 : 0;
+  const bool cc80_ll128 = comm.compute_capability_80 && protocol == NcclTuning::ll128;
+  bus = std::min(bus * t.tree_bandwidth_factor,
+                 cc80_ll128 ? t.compute_capability_80_tree_ll128_max_bus_Bps[more] : t.tree_max_bus_Bps[more]);
   if (protocol == NcclTuning::ll) bus *= t.tree_ll_bandwidth_factor;
   if (protocol == NcclTuning::ll128)
     bus = std::min(bus * t.tree_ll128_bandwidth_factor[comm.nodes == 1 ? 0 : 1], ll128_cap * (7.0 / 9.0));
@@ -131,6 +135,8 @@ NcclCommunicator nccl_communicator(const FatTreeNetwork& net, const MachineSpec&
   comm.bus_Bps = comm.nodes == 1 ? m.gpu.nvlink_Bps : std::min(m.gpu.nvlink_Bps, nics * m.gpu.nic_Bps);
   const auto& devices = m.gpu.nccl.ll128_devices;
   comm.ll128_enabled = std::find(devices.begin(), devices.end(), m.device_name) != devices.end();
+  const auto& cc80 = m.gpu.nccl.compute_capability_80_devices;
+  comm.compute_capability_80 = std::find(cc80.begin(), cc80.end(), m.device_name) != cc80.end();
   return comm;
 }
 
@@ -281,9 +287,10 @@ void read_tree_correction(const MachineReader& r, const nlohmann::json& doc, con
              });
 }
 
-void read_ll128_devices(const MachineReader& r, const nlohmann::json& doc, const std::string& path, NcclTuning& t) {
-  const std::string p = MachineReader::key_path(path, "ll128_devices");
-  const nlohmann::json& v = r.require(doc, path, "ll128_devices", "{\"value\": [device names], \"source\": ...}");
+void read_devices(const MachineReader& r, const nlohmann::json& doc, const std::string& path, const char* key,
+                  std::vector<std::string>& out) {
+  const std::string p = MachineReader::key_path(path, key);
+  const nlohmann::json& v = r.require(doc, path, key, "{\"value\": [device names], \"source\": ...}");
   r.require_object(v, p, "{\"value\": [device names], \"source\": ...}");
   r.check_keys(v, p, {"value", "source"});
   require_text(r, v, p, "source");
@@ -291,7 +298,7 @@ void read_ll128_devices(const MachineReader& r, const nlohmann::json& doc, const
   if (!names.is_array()) r.fail(MachineReader::key_path(p, "value"), "expected an array of device names, got " + names.dump());
   for (size_t i = 0; i < names.size(); ++i) {
     if (!names[i].is_string()) r.fail(MachineReader::key_path(p, "value") + "/" + std::to_string(i), "expected a device name");
-    t.ll128_devices.push_back(names[i].get<std::string>());
+    out.push_back(names[i].get<std::string>());
   }
 }
 
@@ -327,7 +334,8 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
                 "ring_ll128_bandwidth_factor", "ring_ll128_one_per_node_factor", "ll128_max_channel_Bps",
                 "tree_bandwidth_factor", "tree_max_bus_Bps", "tree_ll_bandwidth_factor", "tree_ll128_bandwidth_factor",
                 "tree_correction", "ring_plateau_latency_factor", "ring_plateau_bytes_per_rank", "ll128_devices",
-                "tree_chunk_bytes"});
+                "tree_chunk_bytes", "compute_capability_80_devices", "compute_capability_80_max_bus_Bps",
+                "compute_capability_80_tree_ll128_max_bus_Bps"});
   require_text(r, doc, path, "name");
   require_text(r, doc, path, "source");
   t.name = doc.at("name").get<std::string>();
@@ -341,7 +349,13 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
   read_tree_correction(r, doc, path, t);
   t.ring_plateau_latency_factor = r.required_ranged(doc, path, "ring_plateau_latency_factor", kFactorRange);
   t.ring_plateau_bytes_per_rank = r.required_ranged(doc, path, "ring_plateau_bytes_per_rank", kBytesPerRankRange);
-  read_ll128_devices(r, doc, path, t);
+  read_devices(r, doc, path, "ll128_devices", t.ll128_devices);
+  read_devices(r, doc, path, "compute_capability_80_devices", t.compute_capability_80_devices);
+  t.compute_capability_80_max_bus_Bps = r.required_ranged(doc, path, "compute_capability_80_max_bus_Bps", kLinkBandwidthRange);
+  read_table(r, doc, path, "compute_capability_80_tree_ll128_max_bus_Bps", {"source", "up_to_2_nodes", "more_nodes"},
+             [&](int i, const nlohmann::json& tab, const std::string& p, const char* k) {
+               t.compute_capability_80_tree_ll128_max_bus_Bps[i] = r.required_ranged(tab, p, k, kLinkBandwidthRange);
+             });
   read_table(r, doc, path, "tree_chunk_bytes", {"source", "ll", "ll128", "simple"},
              [&](int q, const nlohmann::json& tab, const std::string& p, const char* k) {
                t.tree_chunk_bytes[q] = r.required_ranged(tab, p, k, kBytesPerRankRange);

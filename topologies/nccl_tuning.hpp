@@ -38,6 +38,7 @@ struct NcclCommunicator {
   int channels = 1;
   double bus_Bps = 0;         // channels x a channel's bandwidth (the graph's speed)
   bool ll128_enabled = false; // the device is one on which NCCL enables LL128 by default
+  bool compute_capability_80 = false;  // every GPU an A100 (tuning.cc's compCap80: its caps apply)
 };
 
 // One (algorithm, protocol) of NCCL's model for a collective: its latency, algorithm bandwidth
