@@ -544,13 +544,16 @@ void path_and_costs_report(const Prediction& p, json& r) {
 }
 
 // The collective library's choices (topologies/nccl_tuning.hpp): rank 0's collectives by group role
-// and protocol, each with how many ops chose it; empty without a library.
+// and protocol ("Tree/LL" where the tuner ran the Tree), each with how many ops chose it; empty
+// without a library.
 json collective_protocols(const Prediction& p) {
   std::map<std::string, std::map<std::string, int>> by_role;
   const StepGraph& g = p.workload.programs.at(static_cast<size_t>(p.workload.program_index(0)));
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<CollectiveWork>(&g[v].work))
-      if (*c->protocol) by_role[c->group_role][c->protocol]++;
+      if (*c->protocol)  // the Tree's as "Tree/<protocol>"; the ring's by protocol alone
+        by_role[c->group_role][c->algorithm == CollectiveAlgorithm::tree ? std::string("Tree/") + c->protocol
+                                                                         : std::string(c->protocol)]++;
   json out = json::object();
   for (const auto& [role, counts] : by_role) out[role] = counts;
   return out;

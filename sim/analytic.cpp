@@ -35,8 +35,8 @@ double AlphaBetaCosts::collective_end_s(double ready_s, const CollectiveWork& c,
   if (n <= 1 || c.bytes <= 0) return ready_s;
   // Every step waits for the slowest ring neighbour pair (e.g. the one pair of a data-parallel
   // ring over consecutive GPUs that leaves its node).
-  const CollectiveSchedule sch(c.kind, c.algorithm, n, wire_bytes(c), gt.block_size);
-  return ready_s + c.base_latency_s + collective_time_s(sch, c, gt, gi) +
+  const CollectiveSchedule sch = schedule_of(c, n, gt.block_size);
+  return ready_s + c.base_latency_s + collective_time_s(sch, c, gt, gi, gt.index_in_group[r]) +
          sch.messages_per_member() * net_.message_overhead_s() +
          protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi, c).latency_s);
 }
@@ -51,9 +51,10 @@ double AlphaBetaCosts::send_end_s(double ready_s, double bytes, int from, int to
 // once: L-1 channels' chunks to the next member of the block, one across to the next block; the
 // slower sets the step. Every other algorithm: its alpha-beta time over the slowest ring pair.
 double AlphaBetaCosts::collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt,
-                                         int group) {
+                                         int group, int member) {
   const auto& members = gt.members.at(group);
   const int n = static_cast<int>(members.size()), L = gt.block_size;
+  if (c.algorithm == CollectiveAlgorithm::tree) return tree_time_s(sch, c, members, member);
   if (stepwise(c)) {
     const std::vector<PathCost>& pc = slowest_step_pairs(sch, gt, group, c);
     double t = 0;
@@ -95,6 +96,21 @@ const std::vector<AlphaBetaCosts::PathCost>& AlphaBetaCosts::slowest_step_pairs(
       }
     }
   return step_costs_[key] = std::move(worst);
+}
+
+// NCCL's tree: its steps in lockstep (CollectiveSchedule::tree_lockstep_end_s), each flow its path's
+// latency and bandwidth; the member's own end.
+double AlphaBetaCosts::tree_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const std::vector<int>& members,
+                                   int m) {
+  const auto key = std::make_tuple(members.data(), wire_bytes(c), c.tree_chunks, c.tree_members_per_node,
+                                   c.within_node_step_latency_s, c.between_nodes_step_latency_s);
+  auto it = tree_ends_.find(key);
+  if (it == tree_ends_.end())
+    it = tree_ends_.emplace(key, sch.tree_lockstep_end_s([&](int from, int to, double bytes) {
+                        const PathCost pc = collective_path_cost(members[from], members[to], c);
+                        return pc.latency_s + bytes / pc.bandwidth_Bps;
+                      })).first;
+  return it->second[m];
 }
 
 // Member m's cost of MPI's protocols over the whole collective: the eager copy of each message it

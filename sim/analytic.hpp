@@ -15,6 +15,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
@@ -48,7 +49,9 @@ class AlphaBetaCosts {
     double bandwidth_Bps = 0;
   };
   double protocol_s(const CollectiveSchedule& sch, int m, double latency_s) const;
-  double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group);
+  double collective_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int group,
+                           int member);
+  double tree_time_s(const CollectiveSchedule& sch, const CollectiveWork& c, const std::vector<int>& members, int m);
   PathCost slowest_ring_pair(const GroupTable& gt, int group, const CollectiveWork& c);
   // Per step, the slowest pair among the members' critical-path sends (pairwise, halving and
   // doubling: each step has partners of its own).
@@ -62,6 +65,8 @@ class AlphaBetaCosts {
   std::map<std::tuple<const GroupTable*, int, double, double>, PathCost> ring_costs_;
   std::map<std::tuple<const GroupTable*, int, CollectiveKind, CollectiveAlgorithm, double, double>, std::vector<PathCost>>
       step_costs_;
+  // tree: each member's end by (group's members, wire bytes, chunks, members per node, latencies)
+  std::map<std::tuple<const int*, double, int, int, double, double>, std::vector<double>> tree_ends_;
 };
 
 // Returns a SimResult with one SimulatedRank per program (multiplicity: the ranks running

@@ -151,8 +151,7 @@ void Replay::expand_collectives_exhaustive() {
     CollectiveInstance& in = instances_[i];
     const CollectiveWork& c = *in.work;
     in.schedule = static_cast<int>(schedules_.size());
-    schedules_.emplace_back(c.kind, c.algorithm, static_cast<int>(in.gt->members[in.group].size()), wire_bytes(c),
-                            in.gt->block_size);
+    schedules_.push_back(schedule_of(c, static_cast<int>(in.gt->members[in.group].size()), in.gt->block_size));
     in.first_side = static_cast<int>(sides_.size());
     for (size_t m = 0; m < in.by_member.size(); ++m) {
       LiveSide ls;
@@ -258,10 +257,11 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int g = gt.group_of_rank.at(r);
   if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
   const auto& members = gt.members[g];
-  const CollectiveSchedule sch(c.kind, c.algorithm, static_cast<int>(members.size()), wire_bytes(c), gt.block_size);
+  const CollectiveSchedule sch = schedule_of(c, static_cast<int>(members.size()), gt.block_size);
   const int m = gt.index_in_group[r];
   const int src_node = w_.node_of_rank[r];
   int prev = folded_start(s, v, c, gt, g, ready);
+  const int start = prev;
   // the current run of consecutive single-flow steps over one route
   FoldedRun run;
   auto flush = [&]() {
@@ -319,7 +319,30 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   flush();
   const int done = new_task(Task::join);
   edge(prev, done);
+  if (c.algorithm == CollectiveAlgorithm::tree && n > 1) {  // and not before the lockstep's end
+    const int dst_node = w_.node_of_rank[members[(m + 1) % n]];
+    const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
+    const double wait_s = c.base_latency_s + tree_lockstep_end_s(sch, c, gt, g)[m] - paths_.route_latency_s(route);
+    const int t = folded_flow(s, route, 0, std::max(0.0, wait_s));
+    edge(start, t);
+    edge(t, done);
+  }
   op_done_[slot_base_[s] + v] = done;
+}
+
+// Folded: each member's end of a tree collective in lockstep, its flows over their real paths
+// uncontended (CollectiveSchedule::tree_lockstep_end_s), cached per group and collective.
+const std::vector<double>& Replay::tree_lockstep_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
+                                                       const GroupTable& gt, int group) {
+  const auto key = std::make_tuple(&gt, group, wire_bytes(c), c.tree_chunks, c.tree_members_per_node,
+                                   c.within_node_step_latency_s, c.between_nodes_step_latency_s);
+  auto it = tree_ends_.find(key);
+  if (it != tree_ends_.end()) return it->second;
+  const auto& members = gt.members[group];
+  return tree_ends_[key] = sch.tree_lockstep_end_s([&](int from, int to, double bytes) {
+    const int a = w_.node_of_rank[members[from]], b = w_.node_of_rank[members[to]];
+    return paths_.path_latency_s(a, b) + net_.message_latency_s(a, b, c) + bytes / paths_.path_bandwidth_Bps(a, b);
+  });
 }
 
 // The folding classes of a group's members, in increasing order.

@@ -1,5 +1,6 @@
 #include "sim/collectives.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace exasim {
@@ -10,7 +11,8 @@ namespace {
 void check_algorithm(CollectiveKind kind, CollectiveAlgorithm algorithm, int n, int block) {
   using A = CollectiveAlgorithm;
   const bool a2a = kind == CollectiveKind::all_to_all;
-  const bool blocked = algorithm == A::hierarchical || algorithm == A::torus_2d || algorithm == A::multi_ring;
+  const bool blocked =
+      algorithm == A::hierarchical || algorithm == A::torus_2d || algorithm == A::multi_ring || algorithm == A::tree;
   if (blocked && (block < 1 || n % block != 0))
     throw std::invalid_argument(std::string(to_string(algorithm)) + " " + to_string(kind) + ": block size " +
                                 std::to_string(block) + " does not divide the group size " + std::to_string(n));
@@ -24,7 +26,8 @@ void check_algorithm(CollectiveKind kind, CollectiveAlgorithm algorithm, int n, 
   bool ok = any;
   switch (kind) {
     case CollectiveKind::all_reduce:
-      ok = any || algorithm == A::hierarchical || algorithm == A::rabenseifner || algorithm == A::recursive_doubling;
+      ok = any || algorithm == A::hierarchical || algorithm == A::rabenseifner || algorithm == A::recursive_doubling ||
+           algorithm == A::tree;
       break;
     case CollectiveKind::reduce_scatter: ok = any || algorithm == A::rabenseifner || algorithm == A::pairwise; break;
     case CollectiveKind::all_gather: ok = any || algorithm == A::recursive_doubling; break;
@@ -40,11 +43,16 @@ void check_algorithm(CollectiveKind kind, CollectiveAlgorithm algorithm, int n, 
 }  // namespace
 
 CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size,
-                                       double bytes, int block_size)
-    : kind_(kind), algorithm_(algorithm), n_(group_size), bytes_(bytes), block_(block_size) {
+                                       double bytes, int block_size, int chunks)
+    : kind_(kind), algorithm_(algorithm), n_(group_size), bytes_(bytes), block_(block_size), chunks_(chunks) {
   if (group_size < 1) throw std::invalid_argument("collective group size must be at least 1");
   if (bytes < 0) throw std::invalid_argument("collective bytes must not be negative");
   check_algorithm(kind, algorithm, group_size, block_size);
+  if (algorithm == CollectiveAlgorithm::tree) {
+    if (chunks < 1) throw std::invalid_argument("tree all_reduce: chunks must be at least 1");
+    if (n_ > 1) build_trees();
+    return;
+  }
   if (halving_doubling()) {
     while (pof2_ * 2 <= n_) pof2_ *= 2, log2_++;
     rem_ = n_ - pof2_;
@@ -129,6 +137,10 @@ void CollectiveSchedule::multi_ring_step(int m, CollectiveStep& out) const {
 void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   out.sends.clear();
   out.recv_from.clear();
+  if (algorithm_ == CollectiveAlgorithm::tree) {
+    tree_step(m, k, out);
+    return;
+  }
   const double chunk = bytes_ / n_;
   if (algorithm_ == CollectiveAlgorithm::torus_2d) {
     torus_step(m, k, out);
@@ -262,6 +274,8 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
     const int passes = kind_ == CollectiveKind::all_reduce ? 2 : 1;
     return passes * ((L - 1) * x_step + (D - 1) * y_step);
   }
+  if (algorithm_ == CollectiveAlgorithm::tree)  // a step's flows leave on distinct links at once: the larger bounds it
+    return steps_ * (alpha_s + std::max(tree_within_node_flow_bytes(), tree_between_nodes_flow_bytes()) / beta_Bps);
   if (algorithm_ == CollectiveAlgorithm::multi_ring && block_ > 1 && block_ < n_) {
     // a step's two flows leave on distinct links at once: the larger, the L-1 channels kept in
     // the block, bounds it
@@ -286,6 +300,133 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
     return t;
   }
   return steps_ * (alpha_s + chunk / beta_Bps);
+}
+
+// --- NCCL's double binary tree
+
+// ncclGetBtree's parent of node r among D (NCCL 2.7.5 src/graph/trees.cc): with `bit` the lowest set
+// bit of r, (r ^ bit) | (bit << 1), or r ^ bit where that is out of range; node 0 is the root.
+static int btree_parent(int r, int D) {
+  if (r == 0) return -1;
+  int bit = 1;
+  while (!(bit & r)) bit <<= 1;
+  const int up = (r ^ bit) | (bit << 1);
+  return up < D ? up : r ^ bit;
+}
+
+// The two trees over the nodes (ncclGetDtree: the second mirrors the first for an even D, shifts it
+// by one for an odd D), their heights and depths, and the channel tree's height.
+void CollectiveSchedule::build_trees() {
+  const int L = block_, D = n_ / L;
+  for (int t = 0; t < 2; ++t) {
+    NodeTree& nt = tree_[t];
+    nt.parent.assign(D, -1);
+    nt.children.assign(D, {});
+    nt.height.assign(D, 0);
+    nt.depth.assign(D, 0);
+    for (int r = 0; r < D; ++r) {
+      int p = btree_parent(r, D);
+      if (t == 1 && D % 2 == 0) p = btree_parent(D - 1 - r, D), p = p < 0 ? -1 : D - 1 - p;
+      if (t == 1 && D % 2 == 1) p = btree_parent((r - 1 + D) % D, D), p = p < 0 ? -1 : (p + 1) % D;
+      nt.parent[r] = p;
+      if (p >= 0) nt.children[p].push_back(r);
+    }
+    for (int r = 0; r < D; ++r)  // walk up from each node: depths, and heights by the longest way up
+      for (int x = r, h = 0; x >= 0; x = nt.parent[x], ++h) {
+        nt.height[x] = std::max(nt.height[x], h);
+        if (nt.parent[x] >= 0) nt.depth[r]++;
+      }
+    for (int r = 0; r < D; ++r)
+      if (nt.parent[r] < 0) tree_height_ = std::max(tree_height_, L - 1 + nt.height[r]);
+  }
+  steps_ = 2 * (chunks_ + tree_height_ - 1);
+}
+
+// Member m's sends in step k, one per peer (the chunks of every channel it passes on to that peer).
+void CollectiveSchedule::tree_sends(int m, int k, std::vector<CollectiveStep::Send>& out) const {
+  out.clear();
+  const int L = block_, b = m / L, j = m % L;
+  const int reduce_steps = chunks_ + tree_height_ - 1;
+  const double chunk = tree_chunk_bytes();
+  auto add = [&](int peer) {
+    for (auto& s : out)
+      if (s.peer == peer) {
+        s.bytes += chunk;
+        return;
+      }
+    out.push_back({peer, chunk});
+  };
+  for (int c = 0; c < 2 * L; ++c) {
+    const NodeTree& nt = tree_[c / L];
+    const int head = c % L, pos = (j - head + L) % L;
+    if (k < reduce_steps) {  // reduce: chunk k - height to the parent
+      const int i = k - (pos > 0 ? L - 1 - pos : L - 1 + nt.height[b]);
+      if (i < 0 || i >= chunks_) continue;
+      if (pos > 0) add(b * L + (j - 1 + L) % L);
+      else if (nt.parent[b] >= 0) add(nt.parent[b] * L + head);
+      continue;
+    }
+    const int i = k - reduce_steps - (pos + nt.depth[b]);  // broadcast: chunk i to the children
+    if (i < 0 || i >= chunks_) continue;
+    if (pos < L - 1) add(b * L + (j + 1) % L);
+    if (pos == 0)
+      for (int child : nt.children[b]) add(child * L + head);
+  }
+}
+
+// Member m's step k: its sends, and one receive from each neighbour whose step-k sends reach it.
+void CollectiveSchedule::tree_step(int m, int k, CollectiveStep& out) const {
+  const int L = block_, b = m / L, j = m % L;
+  tree_sends(m, k, out.sends);
+  std::vector<int> candidates;
+  auto consider = [&](int x) {
+    if (x != m && std::find(candidates.begin(), candidates.end(), x) == candidates.end()) candidates.push_back(x);
+  };
+  consider(b * L + (j + 1) % L);
+  consider(b * L + (j - 1 + L) % L);
+  for (const NodeTree& nt : tree_) {
+    if (nt.parent[b] >= 0) consider(nt.parent[b] * L + j);
+    for (int child : nt.children[b]) consider(child * L + j);
+  }
+  std::vector<CollectiveStep::Send> theirs;
+  for (int x : candidates) {
+    tree_sends(x, k, theirs);
+    for (const auto& s : theirs)
+      if (s.peer == m) out.recv_from.push_back(x);
+  }
+}
+
+std::vector<double> CollectiveSchedule::tree_lockstep_end_s(const std::function<double(int, int, double)>& flow_s) const {
+  std::vector<double> end(n_, 0.0), next, egress(n_), ingress(n_);
+  std::vector<std::vector<CollectiveStep::Send>> sends(n_);
+  const int L = block_;
+  for (int k = 0; k < steps_; ++k) {
+    std::fill(egress.begin(), egress.end(), 0.0);
+    std::fill(ingress.begin(), ingress.end(), 0.0);
+    for (int m = 0; m < n_; ++m) {
+      tree_sends(m, k, sends[m]);
+      for (const auto& snd : sends[m])
+        if (snd.peer / L != m / L) egress[m] += snd.bytes, ingress[snd.peer] += snd.bytes;
+    }
+    next = end;
+    for (int m = 0; m < n_; ++m)
+      for (const auto& snd : sends[m]) {
+        const bool across = snd.peer / L != m / L;
+        const double t = end[m] + flow_s(m, snd.peer, across ? std::max(egress[m], ingress[snd.peer]) : snd.bytes);
+        next[m] = std::max(next[m], t);
+        next[snd.peer] = std::max(next[snd.peer], t);
+      }
+    end.swap(next);
+  }
+  return end;
+}
+
+double CollectiveSchedule::tree_within_node_flow_bytes() const {
+  return algorithm_ == CollectiveAlgorithm::tree && n_ > 1 ? (2 * block_ - 2) * tree_chunk_bytes() : 0;
+}
+
+double CollectiveSchedule::tree_between_nodes_flow_bytes() const {
+  return algorithm_ == CollectiveAlgorithm::tree && n_ > block_ ? 2 * tree_chunk_bytes() : 0;
 }
 
 }  // namespace exasim

@@ -21,6 +21,17 @@
 //    member (b, j) sends the L-1 channels' chunks that stay in the block to (b, j+1) as one flow of
 //    (L-1) B / (n L), and the one channel that leaves the block to (b+1, j+1) as B / (n L);
 //    all-reduce 2(n-1) steps, reduce-scatter and all-gather n-1, as the ring;
+//  * tree (all-reduce; NCCL's double binary tree, src/graph/trees.cc ncclGetDtree and connect.cc)
+//    over D = n / L nodes of L consecutive members: 2L channels, each on B / (2L) in C chunks.
+//    Channel c's tree: in every node a chain from its head, offset c mod L, through offsets c+1,
+//    ..., c+L-1; the heads joined by binary tree c / L over the nodes (tree 0: ncclGetBtree, node 0
+//    the root; tree 1 its mirror, D even, or shifted by one, D odd, so that a node interior in one
+//    is a leaf in the other). Reduce up, then broadcast down, each pipelined in lockstep steps: a
+//    member of height h (0: a chain's tail) sends chunk i to its parent in step i + h; after the
+//    R = C + H - 1 steps of the reduce (H: the tree's height, L - 1 + the node tree's), a member of
+//    depth d (0: the root) sends chunk i to its children in step R + i + d. 2 (C + H - 1) steps; a
+//    step's sends to one peer (all the channels a member passes on to it) are one flow: (2L - 2)
+//    chunks to the next member of the chain, one per tree channel it heads across the network.
 //  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
 //  * direct all-to-all, one step: every chunk at once;
 //  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise
@@ -46,6 +57,7 @@
 //    gives the sends on the collective's critical path instead (what a folded representative and
 //    the closed form follow: see there).
 #pragma once
+#include <functional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -67,8 +79,9 @@ class CollectiveSchedule {
  public:
   // Throws std::invalid_argument for a kind/algorithm pair that does not exist.
   // block_size: local members per block (hierarchical, torus_2d, multi_ring; must divide group_size).
+  // chunks: the tree's chunks per channel (at least 1).
   CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm algorithm, int group_size, double bytes,
-                     int block_size = 1);
+                     int block_size = 1, int chunks = 1);
 
   int step_count() const { return steps_; }
   int group_size() const { return n_; }
@@ -89,6 +102,19 @@ class CollectiveSchedule {
   // The textbook alpha-beta time on an uncongested network where every flow sees
   // latency alpha_s and bandwidth beta_Bps and a member sends one flow at a time.
   double alpha_beta_time_s(double alpha_s, double beta_Bps) const;
+  // tree: the steps' largest flow within a node ((2L - 2) chunks; 0 for one member per node) and
+  // across nodes (2 chunks, a node's two heads leaving by its NIC; 0 in one node), in bytes.
+  double tree_within_node_flow_bytes() const;
+  double tree_between_nodes_flow_bytes() const;
+  // tree: the channel tree's height H (L - 1 + the node tree's) and a node's parent in tree t (-1: root).
+  int tree_height() const { return tree_height_; }
+  // tree: when each member's side ends, the steps in lockstep as the exhaustive run takes them (a
+  // member's step starts when its previous one's sends are done and receives have arrived, and
+  // ends when its own are), each flow lasting flow_s(from, to, bytes) from its sender's step start;
+  // flows between nodes count the larger of their sender's and receiver's bytes across nodes in
+  // the step (a NIC shared by a node's two heads, or by two children sending to one parent).
+  std::vector<double> tree_lockstep_end_s(const std::function<double(int, int, double)>& flow_s) const;
+  int tree_node_parent(int t, int node) const { return tree_[t].parent[node]; }
 
  private:
   bool torus_step_along_block(int k) const;
@@ -103,6 +129,15 @@ class CollectiveSchedule {
   std::pair<int, double> main_step(int j) const;
   double pair_step_bytes(int k) const;  // the pre-step's (k = 0) or the post-step's bytes
   void halving_doubling_step(int m, int k, bool critical, CollectiveStep& out) const;
+  void build_trees();
+  void tree_sends(int m, int k, std::vector<CollectiveStep::Send>& out) const;
+  void tree_step(int m, int k, CollectiveStep& out) const;
+  double tree_chunk_bytes() const { return bytes_ / (2.0 * block_) / chunks_; }
+
+  struct NodeTree {  // one of the two binary trees over the D nodes
+    std::vector<int> parent, height, depth;
+    std::vector<std::vector<int>> children;
+  };
 
   CollectiveKind kind_;
   CollectiveAlgorithm algorithm_;
@@ -113,6 +148,17 @@ class CollectiveSchedule {
   int pof2_ = 1;   // halving/doubling: the largest power of two <= n
   int rem_ = 0;    // n - pof2_
   int log2_ = 0;   // log2 pof2_
+  int chunks_ = 1;        // tree: C
+  int tree_height_ = 0;   // tree: H
+  NodeTree tree_[2];
 };
+
+// The schedule of collective c (its wire bytes) over a group of n members in blocks of
+// block_size (the group table's); a tree takes its own members per node and chunks from c.
+inline CollectiveSchedule schedule_of(const CollectiveWork& c, int n, int block_size) {
+  if (c.algorithm == CollectiveAlgorithm::tree)
+    return CollectiveSchedule(c.kind, c.algorithm, n, wire_bytes(c), c.tree_members_per_node, c.tree_chunks);
+  return CollectiveSchedule(c.kind, c.algorithm, n, wire_bytes(c), block_size);
+}
 
 }  // namespace exasim

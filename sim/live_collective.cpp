@@ -77,8 +77,9 @@ void Replay::start_side(int side) {
 }
 
 // Creates the flows of the side's next step, queued to launch; counts what the step waits for. A
-// step with nothing left to wait for (an idle member's, or one whose receives arrived early: the
-// halving and doubling algorithms off a power of two, collectives.hpp) is over at once.
+// step with nothing left to wait for (an idle member's: the halving and doubling algorithms off a
+// power of two, a tree member idle in it, collectives.hpp; or one whose receives arrived early) is
+// over at once.
 void Replay::release_step(int side) {
   const CollectiveInstance& in = instances_[sides_[side].instance];
   const CollectiveSchedule& sch = schedules_[in.schedule];
@@ -87,14 +88,16 @@ void Replay::release_step(int side) {
     LiveSide& ls = sides_[side];
     const int k = ++ls.step;
     sch.step(ls.member, k, st);
-    ls.left = launch_step_flows(side, k, st) + static_cast<int>(st.recv_from.size());
+    const int sends = launch_step_flows(side, k, st);
+    ls.left = sends + static_cast<int>(st.recv_from.size());
     if (!ls.early.empty()) {
       ls.left -= ls.early.front();
       ls.early.erase(ls.early.begin());
     }
-    if (ls.left < 0) throw std::logic_error("exhaustive collective: a step received more flows than it expects");
+    if (ls.left < 0 || (ls.left == 0 && sends > 0))
+      throw std::logic_error("exhaustive collective: a step received more flows than it expects");
     if (ls.left > 0) return;
-    if (k + 1 >= sch.step_count()) {
+    if (ls.step + 1 >= sch.step_count()) {
       std::vector<int>().swap(ls.early);
       complete(ls.task);
       return;
@@ -108,9 +111,12 @@ int Replay::launch_step_flows(int side, int k, const CollectiveStep& st) {
   const CollectiveInstance& in = instances_[ls.instance];
   const auto& members = in.gt->members[in.group];
   const int src_node = w_.node_of_rank[fold_.slot_rank[ls.slot]];
-  double posted_s = k == 0 ? in.work->base_latency_s : 0;  // the library's per-collective latency, once
-  for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);  // the sender posts them one by one
+  double posted_s = 0;
   int sends = 0;
+  for (const auto& snd : st.sends) posted_s += posting_s(snd.bytes);  // the sender posts them one by one
+  for (const auto& snd : st.sends) sends += snd.bytes > 0 ? 1 : 0;
+  if (sends > 0 && !ls.sent) posted_s += in.work->base_latency_s;  // the library's per-collective latency, once
+  if (sends > 0) ls.sent = true;
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
     if (snd.peer != ls.hop_peer) {
@@ -135,7 +141,6 @@ int Replay::launch_step_flows(int side, int k, const CollectiveStep& st) {
     f.to_side = in.first_side + snd.peer;
     f.step = k;
     ready_queue_.push_back(t);
-    sends++;
   }
   return sends;
 }

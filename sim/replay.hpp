@@ -98,6 +98,7 @@ struct LiveSide {
   int task = -1;        // its side task
   int step = -1;        // the last released step (-1: not started)
   int left = 0;         // flows of `step` (sent or received) not yet over
+  bool sent = false;    // a flow has been sent (the library's per-collective latency is paid)
   std::vector<int> early;  // early[j]: flows of step step+1+j received already
   // The hop to the last peer sent to (a ring sends every step to the same one): its endpoints,
   // its route's latency and the library's message latency on it, looked up once, not per step.
@@ -231,6 +232,9 @@ class Replay {
   int exclusive_signature(const std::pair<int, int>& eps) const;
   bool join_open_comm(int t, const FlowInfo& flow);
   void start_side(int side);
+  const std::vector<double>& tree_lockstep_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
+                                                 const GroupTable& gt, int group);
+  std::map<std::tuple<const GroupTable*, int, double, int, int, double, double>, std::vector<double>> tree_ends_;
   void release_step(int side);
   int launch_step_flows(int side, int k, const CollectiveStep& st);
   void flow_arrived(int side, int step);

@@ -159,6 +159,11 @@ void Replay::part_done(int t) {
   if (task.kind == Task::flow && task.parts == -1) {  // delay stage over: start the transfer
     flow_of(t).delay_s = 0;
     task.parts = 0;
+    if (flow_of(t).amount <= 0) {  // a wait alone (a folded tree's lockstep): done
+      complete(t);
+      drain_soon();
+      return;
+    }
     launch(t);
     return;
   }

@@ -29,6 +29,7 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::multi_ring: return "multi_ring";
     case CollectiveAlgorithm::rabenseifner: return "rabenseifner";
     case CollectiveAlgorithm::recursive_doubling: return "recursive_doubling";
+    case CollectiveAlgorithm::tree: return "tree";
   }
   return "?";
 }

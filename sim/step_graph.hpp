@@ -20,7 +20,10 @@ enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all }
 // rabenseifner (all-reduce: recursive-halving reduce-scatter then recursive-doubling all-gather;
 // reduce-scatter: recursive halving) and recursive_doubling (all-reduce of the whole buffer,
 // all-gather): MPICH's algorithms of Thakur, Rabenseifner & Gropp 2005 (see collectives.hpp).
-enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring, rabenseifner, recursive_doubling };
+// tree (all-reduce): NCCL's double binary tree (a chain in each node, two complementary binary
+// trees over the nodes), pipelined in chunks (see collectives.hpp).
+enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring, rabenseifner, recursive_doubling,
+                                 tree };
 
 const char* to_string(Phase p);
 const char* to_string(CollectiveKind k);
@@ -59,6 +62,10 @@ struct CollectiveWork {
   // algorithm and protocol); negative: the network's own (Network::message_latency_s).
   double within_node_step_latency_s = -1;
   double between_nodes_step_latency_s = -1;
+  // tree: members per node (the intra-node chain's length; the group's members in consecutive blocks
+  // of this many, one block per node) and chunks per channel (NCCL's pipelining, collectives.hpp).
+  int tree_members_per_node = 1;
+  int tree_chunks = 1;
   // The name of the protocol chosen ("LL", "LL128", "Simple"; "" : none), for reports.
   const char* protocol = "";
 };

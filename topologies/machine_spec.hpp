@@ -37,6 +37,11 @@ struct NcclTuning {
   double ring_plateau_latency_factor = 1;    // ring Simple all-reduce across nodes, large enough
   double ring_plateau_bytes_per_rank = 0;    // ... from nRanks x this bytes on
   std::vector<std::string> ll128_devices;    // device names on which LL128 is enabled by default
+  double tree_chunk_bytes[3] = {};           // the tree's chunk of data per step, by protocol (before halving)
+  // Compute capability 8.0 (A100): the devices, their bus bandwidth cap and the Tree/LL128 maxTreeBw.
+  std::vector<std::string> compute_capability_80_devices;
+  double compute_capability_80_max_bus_Bps = 0;
+  double compute_capability_80_tree_ll128_max_bus_Bps[2] = {};  // up to 2 nodes, more nodes
 };
 
 // GPU nodes (NVLink/NVSwitch inside, one NIC per rail) on a fat tree of leaf and spine groups

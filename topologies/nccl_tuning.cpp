@@ -34,11 +34,12 @@ const char* nccl_protocol_name(int protocol) {
   return protocol == NcclTuning::ll ? "LL" : protocol == NcclTuning::ll128 ? "LL128" : "Simple";
 }
 
-// ncclTopoTuneModel's "various model refinements" of the bus bandwidth (2.7.5; the 235 GB/s cap of
-// compute capability 8.0 is not modelled).
+// ncclTopoTuneModel's "various model refinements" of the bus bandwidth (2.7.5), compute capability
+// 8.0's cap first (235 GB/s) and its own Tree/LL128 maxTreeBw.
 double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm) {
   if (protocol == NcclTuning::ll128 && !comm.ll128_enabled) return 0;
   double bus = comm.bus_Bps;
+  if (comm.compute_capability_80) bus = std::min(bus, t.compute_capability_80_max_bus_Bps);
   const double ppn = static_cast<double>(comm.ranks) / comm.nodes;
   const double ll128_cap = t.ll128_max_channel_Bps[kind_index(kind)] * comm.channels;
   if (algorithm == NcclTuning::ring) {
@@ -49,7 +50,10 @@ double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int
       bus = std::min(bus * (ppn < 2 ? t.ring_ll128_one_per_node_factor : t.ring_ll128_bandwidth_factor), ll128_cap);
     return bus;
   }
-  bus = std::min(bus * t.tree_bandwidth_factor, t.tree_max_bus_Bps[comm.nodes > 2 ? 1 : 0]);
+  const int more = comm.nodes > 2 ? 1 : 0;
+  const bool cc80_ll128 = comm.compute_capability_80 && protocol == NcclTuning::ll128;
+  bus = std::min(bus * t.tree_bandwidth_factor,
+                 cc80_ll128 ? t.compute_capability_80_tree_ll128_max_bus_Bps[more] : t.tree_max_bus_Bps[more]);
   if (protocol == NcclTuning::ll) bus *= t.tree_ll_bandwidth_factor;
   if (protocol == NcclTuning::ll128)
     bus = std::min(bus * t.tree_ll128_bandwidth_factor[comm.nodes == 1 ? 0 : 1], ll128_cap * (7.0 / 9.0));
@@ -131,21 +135,77 @@ NcclCommunicator nccl_communicator(const FatTreeNetwork& net, const MachineSpec&
   comm.bus_Bps = comm.nodes == 1 ? m.gpu.nvlink_Bps : std::min(m.gpu.nvlink_Bps, nics * m.gpu.nic_Bps);
   const auto& devices = m.gpu.nccl.ll128_devices;
   comm.ll128_enabled = std::find(devices.begin(), devices.end(), m.device_name) != devices.end();
+  const auto& cc80 = m.gpu.nccl.compute_capability_80_devices;
+  comm.compute_capability_80 = std::find(cc80.begin(), cc80.end(), m.device_name) != cc80.end();
   return comm;
 }
+
+// NCCL 2.7.5 src/enqueue.cc computeColl: the tree's chunks per channel for an all-reduce of `bytes`
+// over the communicator's 2 x (ranks per node) tree channels (collectives.hpp): chunkSize halved for
+// small sizes (Simple: below treeUp.depth x 8, x 4, x 1 steps a channel down to 128, 64, 32 KiB; LL128:
+// below nstepsLL128 x 64 / ppn, x 16 / ppn down to 128 and 32 KiB, in its lines' bytes), depth
+// ppn - 1 + log2(nodes) (src/init.cc).
+int nccl_tree_chunks(const NcclTuning& t, int protocol, const NcclCommunicator& comm, double bytes) {
+  const int ppn = comm.ranks / comm.nodes, channels = 2 * ppn;
+  const double per_channel = bytes / channels;
+  double chunk = t.tree_chunk_bytes[protocol];
+  if (protocol == NcclTuning::simple) {
+    const int depth = ppn - 1 + log2i(comm.nodes);
+    for (auto [steps, floor] : {std::pair{8, 131072.0}, {4, 65536.0}, {1, 32768.0}})
+      while (per_channel / chunk < depth * steps && chunk > floor) chunk /= 2;
+  }
+  if (protocol == NcclTuning::ll128) {
+    // NCCL counts in its lines' bytes: 128 for 120 of data
+    const double wire = 128.0 / 120.0, nsteps = 1 + log2i(comm.nodes) + 0.1 * ppn;
+    for (auto [steps, floor] : {std::pair{64.0, 131072.0}, {16.0, 32768.0}})
+      while (per_channel / (chunk * wire) < nsteps * steps / ppn && chunk * wire > floor) chunk /= 2;
+  }
+  return std::max(1, static_cast<int>(std::ceil(per_channel / chunk)));
+}
+
+namespace {
+
+// Members per node of a group whose members lie on its nodes in consecutive blocks of one size
+// (NCCL's tree as collectives.hpp schedules it); 0 otherwise.
+int tree_members_per_node(const FatTreeNetwork& net, const std::vector<int>& nodes) {
+  const int n = static_cast<int>(nodes.size());
+  int L = 1;
+  while (L < n && net.machine_node_of(nodes[L]) == net.machine_node_of(nodes[0])) ++L;
+  if (n % L != 0) return 0;
+  std::set<int> seen;
+  for (int b = 0; b < n / L; ++b) {
+    const int node = net.machine_node_of(nodes[b * L]);
+    if (!seen.insert(node).second) return 0;
+    for (int j = 1; j < L; ++j)
+      if (net.machine_node_of(nodes[b * L + j]) != node) return 0;
+  }
+  return L;
+}
+
+struct RoleComm {
+  NcclCommunicator comm;
+  int tree_members_per_node = 0;  // 0: the role's groups cannot run the tree
+};
+
+}  // namespace
 
 int adopt_nccl_tuning(Workload& w, const FatTreeNetwork& net, const MachineSpec& m) {
   const NcclTuning& t = m.gpu.nccl;
   if (t.name.empty()) return 0;
-  std::map<std::string, NcclCommunicator> comm_of_role;  // from the role's first group of 2 or more
-  for (const auto& [role, gt] : w.groups)
+  std::map<std::string, RoleComm> comm_of_role;  // from the role's first group of 2 or more
+  for (const auto& [role, gt] : w.groups) {
+    RoleComm rc;
+    std::vector<int> nodes;
     for (const auto& members : gt.members) {
       if (members.size() < 2) continue;
-      std::vector<int> nodes;
+      nodes.clear();
       for (int r : members) nodes.push_back(w.node_of_rank.at(r));
-      comm_of_role[role] = nccl_communicator(net, m, nodes);
-      break;
+      const int L = tree_members_per_node(net, nodes);
+      if (rc.comm.ranks == 0) rc.comm = nccl_communicator(net, m, nodes), rc.tree_members_per_node = L;
+      if (L != rc.tree_members_per_node) rc.tree_members_per_node = 0;  // every group alike, or no tree
     }
+    if (rc.comm.ranks > 0) comm_of_role[role] = rc;
+  }
   std::map<std::tuple<std::string, CollectiveKind, double>, NcclCost> chosen;
   int set = 0;
   for (StepGraph& g : w.programs)
@@ -155,10 +215,17 @@ int adopt_nccl_tuning(Workload& w, const FatTreeNetwork& net, const MachineSpec&
       if (c->algorithm != CollectiveAlgorithm::ring && c->algorithm != CollectiveAlgorithm::multi_ring) continue;
       auto it = comm_of_role.find(c->group_role);
       if (it == comm_of_role.end()) continue;
+      const RoleComm& rc = it->second;
       const auto key = std::make_tuple(c->group_role, c->kind, c->bytes);
       auto ch = chosen.find(key);
-      if (ch == chosen.end()) ch = chosen.emplace(key, nccl_choose(t, c->kind, it->second, c->bytes, false)).first;
-      apply_nccl_choice(t, ch->second, c->kind, it->second, *c);
+      if (ch == chosen.end())
+        ch = chosen.emplace(key, nccl_choose(t, c->kind, rc.comm, c->bytes, rc.tree_members_per_node > 0)).first;
+      apply_nccl_choice(t, ch->second, c->kind, rc.comm, *c);
+      if (ch->second.algorithm == NcclTuning::tree) {
+        c->algorithm = CollectiveAlgorithm::tree;
+        c->tree_members_per_node = rc.tree_members_per_node;
+        c->tree_chunks = nccl_tree_chunks(t, ch->second.protocol, rc.comm, c->bytes);
+      }
       ++set;
     }
   return set;
@@ -220,9 +287,10 @@ void read_tree_correction(const MachineReader& r, const nlohmann::json& doc, con
              });
 }
 
-void read_ll128_devices(const MachineReader& r, const nlohmann::json& doc, const std::string& path, NcclTuning& t) {
-  const std::string p = MachineReader::key_path(path, "ll128_devices");
-  const nlohmann::json& v = r.require(doc, path, "ll128_devices", "{\"value\": [device names], \"source\": ...}");
+void read_devices(const MachineReader& r, const nlohmann::json& doc, const std::string& path, const char* key,
+                  std::vector<std::string>& out) {
+  const std::string p = MachineReader::key_path(path, key);
+  const nlohmann::json& v = r.require(doc, path, key, "{\"value\": [device names], \"source\": ...}");
   r.require_object(v, p, "{\"value\": [device names], \"source\": ...}");
   r.check_keys(v, p, {"value", "source"});
   require_text(r, v, p, "source");
@@ -230,7 +298,7 @@ void read_ll128_devices(const MachineReader& r, const nlohmann::json& doc, const
   if (!names.is_array()) r.fail(MachineReader::key_path(p, "value"), "expected an array of device names, got " + names.dump());
   for (size_t i = 0; i < names.size(); ++i) {
     if (!names[i].is_string()) r.fail(MachineReader::key_path(p, "value") + "/" + std::to_string(i), "expected a device name");
-    t.ll128_devices.push_back(names[i].get<std::string>());
+    out.push_back(names[i].get<std::string>());
   }
 }
 
@@ -265,7 +333,9 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
                 "ll_intra_latency_factor", "ring_ll_bandwidth_factor", "ring_ll_gather_bandwidth_factor",
                 "ring_ll128_bandwidth_factor", "ring_ll128_one_per_node_factor", "ll128_max_channel_Bps",
                 "tree_bandwidth_factor", "tree_max_bus_Bps", "tree_ll_bandwidth_factor", "tree_ll128_bandwidth_factor",
-                "tree_correction", "ring_plateau_latency_factor", "ring_plateau_bytes_per_rank", "ll128_devices"});
+                "tree_correction", "ring_plateau_latency_factor", "ring_plateau_bytes_per_rank", "ll128_devices",
+                "tree_chunk_bytes", "compute_capability_80_devices", "compute_capability_80_max_bus_Bps",
+                "compute_capability_80_tree_ll128_max_bus_Bps"});
   require_text(r, doc, path, "name");
   require_text(r, doc, path, "source");
   t.name = doc.at("name").get<std::string>();
@@ -279,7 +349,17 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
   read_tree_correction(r, doc, path, t);
   t.ring_plateau_latency_factor = r.required_ranged(doc, path, "ring_plateau_latency_factor", kFactorRange);
   t.ring_plateau_bytes_per_rank = r.required_ranged(doc, path, "ring_plateau_bytes_per_rank", kBytesPerRankRange);
-  read_ll128_devices(r, doc, path, t);
+  read_devices(r, doc, path, "ll128_devices", t.ll128_devices);
+  read_devices(r, doc, path, "compute_capability_80_devices", t.compute_capability_80_devices);
+  t.compute_capability_80_max_bus_Bps = r.required_ranged(doc, path, "compute_capability_80_max_bus_Bps", kLinkBandwidthRange);
+  read_table(r, doc, path, "compute_capability_80_tree_ll128_max_bus_Bps", {"source", "up_to_2_nodes", "more_nodes"},
+             [&](int i, const nlohmann::json& tab, const std::string& p, const char* k) {
+               t.compute_capability_80_tree_ll128_max_bus_Bps[i] = r.required_ranged(tab, p, k, kLinkBandwidthRange);
+             });
+  read_table(r, doc, path, "tree_chunk_bytes", {"source", "ll", "ll128", "simple"},
+             [&](int q, const nlohmann::json& tab, const std::string& p, const char* k) {
+               t.tree_chunk_bytes[q] = r.required_ranged(tab, p, k, kBytesPerRankRange);
+             });
 }
 
 }  // namespace exasim

@@ -38,6 +38,7 @@ struct NcclCommunicator {
   int channels = 1;
   double bus_Bps = 0;         // channels x a channel's bandwidth (the graph's speed)
   bool ll128_enabled = false; // the device is one on which NCCL enables LL128 by default
+  bool compute_capability_80 = false;  // every GPU an A100 (tuning.cc's compCap80: its caps apply)
 };
 
 // One (algorithm, protocol) of NCCL's model for a collective: its latency, algorithm bandwidth
@@ -66,11 +67,16 @@ NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommuni
 void apply_nccl_choice(const NcclTuning& t, const NcclCost& choice, CollectiveKind kind, const NcclCommunicator& comm,
                        CollectiveWork& c);
 
+// The tree's chunks per channel (collectives.hpp's C) for an all-reduce of `bytes` with `protocol`.
+int nccl_tree_chunks(const NcclTuning& t, int protocol, const NcclCommunicator& comm, double bytes);
+
 // The communicator of a group of ranks on these nodes (GPUs of `net`) of machine m.
 NcclCommunicator nccl_communicator(const FatTreeNetwork& net, const MachineSpec& m, const std::vector<int>& nodes);
 
 // Runs NCCL's tuner on every all-reduce, reduce-scatter and all-gather of w (ring or multi-ring) when
-// m has a collective library; returns how many it set.
+// m has a collective library; returns how many it set. An all-reduce whose tuner picks the Tree runs
+// collectives.hpp's tree (offered only where the role's groups lie in consecutive blocks of one
+// size per node).
 int adopt_nccl_tuning(Workload& w, const FatTreeNetwork& net, const MachineSpec& m);
 
 // A library file (topologies/libraries/*.json) at `path` of `doc` into t.

@@ -298,3 +298,39 @@ TEST_CASE("nccl tuning: an inline library with a bad table value is refused at i
   m["collective_library"] = lib;
   CHECK(refused_at(scenario_on(m)) == "/machine/collective_library/tree_correction/ll");
 }
+
+// Compute capability 8.0 (tuning.cc's compCap80, every GPU an A100): busBw = min(busBw, 235 GB/s)
+// before the refinements, and Tree/LL128's maxTreeBw 105 (more than 2 nodes) / 130 GB/s. One A100
+// node (bus 300 GB/s): Ring/Simple 235 x 8/14 GB/s (300 x 8/14 without). 4 nodes at bus 200 GB/s:
+// Tree/LL128 min(min(200 x 0.9, 105) x 0.915, 8 x 16.7 x 7/9) / 2 = min(96.075, 103.91) / 2 GB/s
+// (min(80 x 0.915, ...) / 2 = 36.6 GB/s without); Tree/Simple keeps min(180, 80) / 2.
+TEST_CASE("nccl tuning: compute capability 8.0's bus cap and Tree/LL128 maxTreeBw, by hand") {
+  const NcclTuning t = shipped_tuning();
+  CHECK(t.compute_capability_80_max_bus_Bps == 235e9);
+  NcclCommunicator one;
+  one.ranks = 8;
+  one.nodes = 1;
+  one.channels = 8;
+  one.bus_Bps = 300e9;
+  one.ll128_enabled = true;
+  CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, one, 1e6).bandwidth_Bps == doctest::Approx(300e9 * 8 / 14));
+  one.compute_capability_80 = true;
+  CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, one, 1e6).bandwidth_Bps == doctest::Approx(235e9 * 8 / 14));
+  NcclCommunicator four = four_by_eight();
+  four.bus_Bps = 200e9;
+  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, four, 1e6).bandwidth_Bps == doctest::Approx(80e9 * 0.915 / 2));
+  four.compute_capability_80 = true;
+  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, four, 1e6).bandwidth_Bps == doctest::Approx(105e9 * 0.915 / 2));
+  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::simple, four, 1e6).bandwidth_Bps == doctest::Approx(80e9 / 2));
+}
+
+// NCCL's tree chunks (enqueue.cc computeColl) on 4 nodes x 8: 16 channels, depth 7 + 2 = 9. Simple:
+// 64 MB: 4 MB a channel, 7.6 chunks of 512 KiB < 9 x 8, halved down to 128 KiB (30.5), < 9 x 4 -> 64 KiB:
+// 61.04 -> 62 chunks; 1 GB: 62.5 MB a channel / 512 KiB = 119.2 >= 72: 120 chunks.
+TEST_CASE("nccl tuning: the tree's chunks per channel, by hand") {
+  const NcclTuning t = shipped_tuning();
+  const NcclCommunicator c = four_by_eight();
+  CHECK(nccl_tree_chunks(t, NcclTuning::simple, c, 64e6) == 62);
+  CHECK(nccl_tree_chunks(t, NcclTuning::simple, c, 1e9) == 120);
+  CHECK(nccl_tree_chunks(t, NcclTuning::ll, c, 1e6) == 2);  // 62.5 kB a channel in 32 KiB chunks
+}
