@@ -74,7 +74,8 @@ TEST_CASE("machine files: every shipped machine parses, counts its devices and b
   const std::map<std::string, std::pair<std::string, int>> expected = {
       {"sunway-oceanlight", {"sunway", 102400}},   {"selene-dgx-a100", {"gpu_cluster", 3072}},
       {"dgx2-v100", {"gpu_cluster", 400}},         {"v100-4gpu-cluster", {"gpu_cluster", 64}},
-      {"dgx-h100", {"gpu_cluster", 1024}},         {"tpu-v3-pod", {"torus", 1024}},
+      {"dgx-h100", {"gpu_cluster", 1024}},         {"dgx-h200", {"gpu_cluster", 1024}},
+      {"tpu-v3-pod", {"torus", 1024}},
       {"fat-tree-k", {"gpu_cluster", 1024}},       {"tpu-v3-multipod", {"torus", 4096}},
       {"h100-llama3-cluster", {"gpu_cluster", 16384}}};
   int shipped = 0;

@@ -336,7 +336,8 @@ TEST_CASE("offload: every shipped GPU machine file gives its host link and host 
     const char* machine;
     double link_Bps, memory_Bps;
   } expected[] = {{"selene-dgx-a100", 31.5e9, 51.2e9}, {"fat-tree-k", 31.5e9, 51.2e9}, {"dgx2-v100", 15.75e9, 16.0e9},
-                  {"v100-4gpu-cluster", 15.75e9, 64.0e9}, {"dgx-h100", 63.0e9, 76.8e9}};
+                  {"v100-4gpu-cluster", 15.75e9, 64.0e9}, {"dgx-h100", 63.0e9, 76.8e9},
+                  {"dgx-h200", 63.0e9, 76.8e9}};
   for (const auto& x : expected) {
     CAPTURE(x.machine);
     const Scenario s = parse_scenario(tiny_scenario(x.machine, true).dump(), "m.json");
