@@ -159,6 +159,12 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
   // group's narrowest hop (collective_expansion.cpp): ResNet-50 on 128 chips of a 16 x 16 torus with
   // one failed chip, folded +1.63 % against exhaustive (was -7.7 %); with a failed cable as well
   // +1.15 %. A failed cable alone is still refused: +6.7 % (folded pessimistic) on the same case.
+  // Mechanism (smallest case: 32 chips, rows 0-3 of an 8 x 8 torus, cable x_plus of chip 10 failed,
+  // +7.13 %): the data-parallel ring's hop 10 -> 11 detours through chip 18's x_plus link, which
+  // row 2's hop 18 -> 19 crosses too. Folded, the two representatives' flows share that mapped link
+  // in the simulation (S / (B / 2) a step) and ring_bandwidth_lag_s adds, on top, the narrowest
+  // hop's S / (B / 2) less the unshared S / B: 3 S / B a step where the exhaustive ring takes about
+  // 2 S / B (reduce-scatter 3.67 ms folded against 2.26 ms exhaustive after its last member arrives).
   if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus" &&
       p.faults->failures->failed_chips.empty())
     throw ScenarioError(sc.file, "/engine/fidelity",
