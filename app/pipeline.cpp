@@ -165,6 +165,11 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
   // in the simulation (S / (B / 2) a step) and ring_bandwidth_lag_s adds, on top, the narrowest
   // hop's S / (B / 2) less the unshared S / B: 3 S / B a step where the exhaustive ring takes about
   // 2 S / B (reduce-scatter 3.67 ms folded against 2.26 ms exhaustive after its last member arrives).
+  // Tried, not kept: the lag measured against the own hop's share of a link the ring's own hops
+  // share (RingHops per member): 8 x 8 case +7.13 -> +1.04 %, 16 x 16 cable 37 +6.75 -> +3.73 %
+  // (cables 0, 120: -0.07, +0.07 %), but the 16 x 16 failed-chip case +1.63 -> -2.49 % (its
+  // reduce-scatter 3.97 ms folded, 4.59 exhaustive: there the shared hops' folded flows, merged
+  // runs after their delays, seem not to overlap in the simulation, so the share is not simulated).
   if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus" &&
       p.faults->failures->failed_chips.empty())
     throw ScenarioError(sc.file, "/engine/fidelity",
