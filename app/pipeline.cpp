@@ -155,26 +155,14 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
     throw ScenarioError(sc.file, "/faults" + e.path, e.what());
   }
   // Folded routes around failures cross the links of the chips they pass (path_mapping.hpp), a
-  // folded ring starts once every class of its group has reached it and each step waits for the
-  // group's narrowest hop (collective_expansion.cpp): ResNet-50 on 128 chips of a 16 x 16 torus with
-  // one failed chip, folded +1.63 % against exhaustive (was -7.7 %); with a failed cable as well
-  // +1.15 %. A failed cable alone is still refused: +6.7 % (folded pessimistic) on the same case.
-  // Mechanism (smallest case: 32 chips, rows 0-3 of an 8 x 8 torus, cable x_plus of chip 10 failed,
-  // +7.13 %): the data-parallel ring's hop 10 -> 11 detours through chip 18's x_plus link, which
-  // row 2's hop 18 -> 19 crosses too. Folded, the two representatives' flows share that mapped link
-  // in the simulation (S / (B / 2) a step) and ring_bandwidth_lag_s adds, on top, the narrowest
-  // hop's S / (B / 2) less the unshared S / B: 3 S / B a step where the exhaustive ring takes about
-  // 2 S / B (reduce-scatter 3.67 ms folded against 2.26 ms exhaustive after its last member arrives).
-  // Tried, not kept: the lag measured against the own hop's share of a link the ring's own hops
-  // share (RingHops per member): 8 x 8 case +7.13 -> +1.04 %, 16 x 16 cable 37 +6.75 -> +3.73 %
-  // (cables 0, 120: -0.07, +0.07 %), but the 16 x 16 failed-chip case +1.63 -> -2.49 % (its
-  // reduce-scatter 3.97 ms folded, 4.59 exhaustive: there the shared hops' folded flows, merged
-  // runs after their delays, seem not to overlap in the simulation, so the share is not simulated).
-  if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus" &&
-      p.faults->failures->failed_chips.empty())
-    throw ScenarioError(sc.file, "/engine/fidelity",
-                        "expected \"exhaustive\" with failed links and no failed chip on a torus (folded is 6.7 % "
-                        "long on a 16 x 16 case with one failed cable)");
+  // folded ring starts once every class of its group has reached it, each step waits for the
+  // group's narrowest hop, and a hop on a link another of the ring's hops crosses goes one flow a
+  // step, its lag measured against its share (collective_expansion.cpp). ResNet-50 on 128 chips of
+  // a 16 x 16 torus against exhaustive: one failed chip -1.84 %, a failed cable alone +1.09 %
+  // (cable x_plus 37; was +6.75 % and refused), both -1.86 % (tests/e2e/faults.sh holds the chip
+  // and the cable within 2 %). Not every case is: cable x_plus 0 is -2.61 % (its detour shares
+  // links with two consecutive hops of the ring, and the exhaustive ring runs slower than the
+  // lockstep of its narrowest hop; README's resilience section).
 }
 
 // Steady-state folding in time applies to simulated (not analytic) folded runs of a general
