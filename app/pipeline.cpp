@@ -155,15 +155,14 @@ void apply_scenario_faults(const Scenario& sc, const PredictOptions& o, Predicti
     throw ScenarioError(sc.file, "/faults" + e.path, e.what());
   }
   // Folded routes around failures cross the links of the chips they pass (path_mapping.hpp), a
-  // folded ring starts once every class of its group has reached it and each step waits for the
-  // group's narrowest hop (collective_expansion.cpp): ResNet-50 on 128 chips of a 16 x 16 torus with
-  // one failed chip, folded +1.63 % against exhaustive (was -7.7 %); with a failed cable as well
-  // +1.15 %. A failed cable alone is still refused: +6.7 % (folded pessimistic) on the same case.
-  if (sc.fidelity == Fidelity::folded && p.faults->failures && sc.machine.family == "torus" &&
-      p.faults->failures->failed_chips.empty())
-    throw ScenarioError(sc.file, "/engine/fidelity",
-                        "expected \"exhaustive\" with failed links and no failed chip on a torus (folded is 6.7 % "
-                        "long on a 16 x 16 case with one failed cable)");
+  // folded ring starts once every class of its group has reached it, each step waits for the
+  // group's narrowest hop, and a hop on a link another of the ring's hops crosses goes one flow a
+  // step, its lag measured against its share (collective_expansion.cpp). ResNet-50 on 128 chips of
+  // a 16 x 16 torus against exhaustive: one failed chip -1.84 %, a failed cable alone +1.09 %
+  // (cable x_plus 37; was +6.75 % and refused), both -1.86 % (tests/e2e/faults.sh holds the chip
+  // and the cable within 2 %). Not every case is: cable x_plus 0 is -2.61 % (its detour shares
+  // links with two consecutive hops of the ring, and the exhaustive ring runs slower than the
+  // lockstep of its narrowest hop; README's resilience section).
 }
 
 // Steady-state folding in time applies to simulated (not analytic) folded runs of a general

@@ -51,15 +51,19 @@ const RingHops& Replay::ring_hops(const GroupTable& gt, int group, int offset, c
   std::vector<std::pair<double, double>> hops;
   RingHops h;
   h.narrowest_Bps = std::numeric_limits<double>::infinity();
-  // around failures (a torus's spare chip) two of the ring's own hops may cross one link: each
-  // gets its share of it (the exhaustive ring's flows of one step are concurrent)
-  std::map<std::pair<int, int>, int> uses;
+  // around failures (a torus's spare chip, a failed cable's detour) two of the ring's own hops may
+  // cross one link: each gets its share of it (the exhaustive ring's flows of one step are
+  // concurrent); `simulated` counts the hops on it that representatives send
+  std::map<std::pair<int, int>, int> uses, simulated;
   std::vector<LinkRef> links;
+  const auto represents = [&](size_t j) {
+    return fold_.slot_rank[fold_.slot_of_class.at(folding_class(w_, members[j]))] == members[j];
+  };
   if (net_.routes_around_failures())
     for (size_t j = 0; j < n; ++j) {
       links.clear();
       net_.path(w_.node_of_rank[members[j]], w_.node_of_rank[members[(j + offset) % n]], links);
-      for (const LinkRef& l : links) uses[{l.kind, l.instance}]++;
+      for (const LinkRef& l : links) uses[{l.kind, l.instance}]++, simulated[{l.kind, l.instance}] += represents(j);
     }
   for (size_t j = 0; j < n; ++j) {
     const int from = w_.node_of_rank[members[j]], to = w_.node_of_rank[members[(j + offset) % n]];
@@ -68,11 +72,16 @@ const RingHops& Replay::ring_hops(const GroupTable& gt, int group, int offset, c
     if (!uses.empty()) {
       links.clear();
       net_.path(from, to, links);
+      bool shares = false, exact = represents(j);
       for (const LinkRef& l : links) {
         const int k = uses[{l.kind, l.instance}];
-        if (k > 1) h.degraded = true;
+        shares = shares || k > 1;
+        exact = exact && simulated[{l.kind, l.instance}] == k;
         bw = std::min(bw, net_.link_kinds().at(l.kind).bandwidth_Bps * net_.bandwidth_factor(l.kind, l.instance) / k);
       }
+      h.degraded = h.degraded || shares;
+      h.shares.push_back(shares);
+      h.simulated_share_Bps.push_back(exact ? bw : 0.0);
     }
     h.worst_latency_s = std::max(h.worst_latency_s, lat_s);
     h.narrowest_Bps = std::min(h.narrowest_Bps, bw);
@@ -94,9 +103,16 @@ const RingHops& Replay::ring_hops(const GroupTable& gt, int group, int offset, c
 // hop is narrower than the own one, and on a ring none of whose hops crosses a degraded link
 // (bandwidth_factor < 1): a fault-free ring mixing NVLink and network hops is left as it was
 // (moving it moved tensor-parallel-3d-vs-1d-2d over_2d 0.9125 -> 0.9187, not yet checked against
-// exhaustive).
-double Replay::ring_bandwidth_lag_s(const RingHops& h, double bytes, int src_node, int dst_node) const {
-  const double own_Bps = paths_.path_bandwidth_Bps(src_node, dst_node);
+// exhaustive). Around failures, where the hop's shared links carry only representatives' hops,
+// the own transfer is at its share (RingHops::simulated_share_Bps): the folded run simulates that
+// share itself, one flow per step (expand_collective_folded). Measured against the unshared
+// bandwidth the share was counted twice: a failed cable's detour through the next row's x_plus
+// link, which that row's own hop crosses, made both representatives' steps 3 S / B where the
+// exhaustive ring's take about 2 S / B (16 x 16 torus, cable x_plus 37: +6.75 % -> +1.09 %).
+double Replay::ring_bandwidth_lag_s(const RingHops& h, double bytes, int member, int src_node, int dst_node) const {
+  const double shared_Bps =
+      h.simulated_share_Bps.empty() ? 0.0 : h.simulated_share_Bps.at(static_cast<size_t>(member));
+  const double own_Bps = shared_Bps > 0 ? shared_Bps : paths_.path_bandwidth_Bps(src_node, dst_node);
   if (!h.degraded || !(h.narrowest_Bps < own_Bps)) return 0;
   return std::max(0.0, h.step_s(bytes) - h.worst_latency_s - bytes / own_Bps);
 }
@@ -278,8 +294,16 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       if (snd.bytes <= 0) continue;
       const int dst_node = w_.node_of_rank[members[snd.peer]];
       const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
-      // a degraded shared link: one flow per step (FoldedRun, replay.hpp)
-      if (run.steps > 0 && (route != run.route || paths_.crosses_degraded_shared_link(route))) flush();
+      const RingHops* hops =
+          c.algorithm == CollectiveAlgorithm::ring ? &ring_hops(gt, g, ((snd.peer - m) % n + n) % n, c) : nullptr;
+      // a degraded shared link, or a ring hop around failures on a link another hop crosses: one
+      // flow per step (FoldedRun, replay.hpp), so that representatives' flows on it meet step by
+      // step as the exhaustive ring's do, not as merged runs after unequal delays
+      const bool per_step = hops && !hops->shares.empty() && hops->shares.at(static_cast<size_t>(m));
+      if (run.steps > 0 &&
+          (route != run.route || paths_.crosses_degraded_shared_link(route) || per_step || run.per_step))
+        flush();
+      run.per_step = per_step;
       run.route = route;
       run.bytes += snd.bytes;
       run.steps++;
@@ -287,10 +311,9 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       base_s = 0;
       run.handshakes += net_.rendezvous(snd.bytes) ? 1 : 0;
       run.message_latency_s = net_.message_latency_s(src_node, dst_node, c);  // one route: one hop kind
-      if (c.algorithm == CollectiveAlgorithm::ring) {
-        const RingHops& hops = ring_hops(gt, g, ((snd.peer - m) % n + n) % n, c);
-        run.hop_latency_s = std::max(run.hop_latency_s, hops.worst_latency_s);
-        run.bandwidth_lag_s += ring_bandwidth_lag_s(hops, snd.bytes, src_node, dst_node);
+      if (hops) {
+        run.hop_latency_s = std::max(run.hop_latency_s, hops->worst_latency_s);
+        run.bandwidth_lag_s += ring_bandwidth_lag_s(*hops, snd.bytes, m, src_node, dst_node);
       }
       continue;
     }
@@ -319,15 +342,22 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   flush();
   const int done = new_task(Task::join);
   edge(prev, done);
-  if (c.algorithm == CollectiveAlgorithm::tree && n > 1) {  // and not before the lockstep's end
-    const int dst_node = w_.node_of_rank[members[(m + 1) % n]];
-    const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
-    const double wait_s = c.base_latency_s + tree_lockstep_end_s(sch, c, gt, g)[m] - paths_.route_latency_s(route);
-    const int t = folded_flow(s, route, 0, std::max(0.0, wait_s));
-    edge(start, t);
-    edge(t, done);
-  }
+  if (c.algorithm == CollectiveAlgorithm::tree && n > 1) folded_tree_wait(s, sch, c, gt, g, start, done);
   op_done_[slot_base_[s] + v] = done;
+}
+
+// Folded tree: the representative's collective is not over before its lockstep end either.
+void Replay::folded_tree_wait(int s, const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt,
+                              int g, int start, int done) {
+  const auto& members = gt.members[g];
+  const int r = fold_.slot_rank[s];
+  const int m = gt.index_in_group[r], n = static_cast<int>(members.size());
+  const int src_node = w_.node_of_rank[r], dst_node = w_.node_of_rank[members[(m + 1) % n]];
+  const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
+  const double wait_s = c.base_latency_s + tree_lockstep_end_s(sch, c, gt, g)[m] - paths_.route_latency_s(route);
+  const int t = folded_flow(s, route, 0, std::max(0.0, wait_s));
+  edge(start, t);
+  edge(t, done);
 }
 
 // Folded: each member's end of a tree collective in lockstep, its flows over their real paths

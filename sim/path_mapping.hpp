@@ -18,8 +18,9 @@
 //    cross. Mirrored, a spare chip's 3-link ring hop with two x_minus hops was counted twice on
 //    the representative's own x_minus: B / 2, twice the exhaustive time (tests/unit/failures_test).
 //    With the ring's narrowest hop and whole-group start (collective_expansion.cpp) a 16 x 16
-//    torus case with a failed chip is +1.63 % (was -7.7 %); app/pipeline.cpp refuses only failed
-//    cables without a failed chip (+6.7 %).
+//    torus case with a failed chip is +1.63 % (was -7.7 %); with a ring hop on a link another
+//    hop crosses going one flow a step (its lag at its share) the chip is -1.84 % and a failed
+//    cable alone +1.09 % (was +6.75 % and refused).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -151,6 +151,7 @@ struct FoldedRun {
   double hop_latency_s = 0;  // ring: the slowest hop of the group's ring (each step waits for it)
   double message_latency_s = 0;  // the library's per-step latency on the run's route (Network::message_latency_s)
   double bandwidth_lag_s = 0;  // ring: what the group's slowest hop's steps take beyond this route's (RingHops)
+  bool per_step = false;  // ring around failures: its hop shares a link with another hop (RingHops::shares)
 };
 
 // Folded: a ring's hops from each member to the member `offset` after it, as (latency, uncontended
@@ -162,6 +163,11 @@ struct RingHops {
   double narrowest_Bps = 0;
   bool degraded = false;  // some hop crosses a link at bandwidth_factor < 1
   std::vector<std::pair<double, double>> slowest;  // (latency_s, bandwidth_Bps)
+  // Around failures (empty otherwise), per member: whether its hop crosses a link another of the
+  // ring's hops crosses, and that hop's bandwidth at its share of those links when every hop on
+  // them is a representative's (the folded run then simulates the share itself), else 0.
+  std::vector<char> shares;
+  std::vector<double> simulated_share_Bps;
   double step_s(double bytes) const {
     double t = 0;
     for (const auto& [l, b] : slowest) t = std::max(t, l + bytes / b);
@@ -216,7 +222,7 @@ class Replay {
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
   int folded_run_flow(int slot, const FoldedRun& run, int prev);
   const RingHops& ring_hops(const GroupTable& gt, int group, int offset, const CollectiveWork& c);
-  double ring_bandwidth_lag_s(const RingHops& h, double bytes, int src_node, int dst_node) const;
+  double ring_bandwidth_lag_s(const RingHops& h, double bytes, int member, int src_node, int dst_node) const;
   const GroupTable& table(const std::string& role) const;
   const ProgramInfo& prog(int slot) const { return programs_[slot_prog_[slot]]; }
   // The member of r's group for the role at (r's index + offset) mod the group's size.
@@ -242,6 +248,8 @@ class Replay {
   int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
   int folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready);
+  void folded_tree_wait(int s, const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int g,
+                        int start, int done);
   void step_routes(int s, int src_node, const CollectiveStep& st, const CollectiveWork& c, const std::vector<int>& members,
                    std::map<std::vector<int>, double>& bytes_of_route,
                    std::map<std::vector<int>, double>& latency_of_route);
