@@ -130,7 +130,7 @@ SearchSpace search_space(SweepSpec& s, const ojson& search, const std::string& f
 std::string judge_plan(const SweepSpec& s, const json& doc, double headroom) {
   Scenario sc;
   try {
-    sc = parse_scenario(doc.dump(), s.base_file);
+    sc = parse_scenario_doc(doc, s.base_file);  // the document itself: no text to print and lex again
     if (sc.plan_kind != Scenario::PlanKind::general || sc.model.is_convnet()) return "invalid";
     check_transformer_plan(sc.model, sc.training, sc.parallel);
   } catch (const std::exception&) {

@@ -189,6 +189,16 @@ PlanFormula::Placed& PlanFormula::placed(const std::string& key, const ParallelP
   return *(placements_[key] = pl);
 }
 
+const std::vector<std::vector<PipelineItem>>& PlanFormula::orders(const ParallelPlan& plan) {
+  const int p = plan.pipeline, m = plan.micro_batches(), v = plan.virtual_stages;
+  const std::array<int, 4> key = {static_cast<int>(plan.schedule), p, m, v};
+  auto it = orders_.find(key);
+  if (it != orders_.end()) return it->second;
+  std::vector<std::vector<PipelineItem>> order;  // pipeline_order may refuse the plan: nothing kept then
+  for (int s = 0; s < p; ++s) order.push_back(pipeline_order(plan.schedule, p, m, v, s));
+  return orders_[key] = std::move(order);
+}
+
 namespace {
 
 // Per model chunk (virtual stage), one micro-batch's forward and backward item on its device.
@@ -232,12 +242,12 @@ struct PipelineEnds {
 // a sent activation or gradient arrives the send's seconds after the sender's item ends.
 // receive_backward_s: per stage, a backward item's communication before its first kernel (the
 // receive's all-gather and, under ZeRO 3 without full recomputation, its first layer's gather).
+// order: per stage, pipeline_order of the plan's schedule.
 PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const ChunkItems& it,
+                          const std::vector<std::vector<PipelineItem>>& order,
                           const std::vector<double>& receive_backward_s, const std::vector<double>& send_forward_s,
                           const std::vector<double>& send_backward_s) {
   const int p = plan.pipeline, v = plan.virtual_stages, V = p * v;
-  std::vector<std::vector<PipelineItem>> order(p);
-  for (int s = 0; s < p; ++s) order[s] = pipeline_order(plan.schedule, p, micro_batches, v, s);
   const size_t cells = static_cast<size_t>(micro_batches) * V;
   std::vector<double> fwd_in(cells, -1), bwd_in(cells, -1);  // arrival of chunk vs's input
   std::vector<size_t> next(p, 0);
@@ -402,7 +412,7 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
   const ChunkItems it = chunk_items(c, m.total_layers(), plan, g3);
   std::vector<double> receive_b;
   for (int s = 0; s < p; ++s) receive_b.push_back(c.receive_backward_s + (plan.recompute == Recompute::full ? 0 : g3[s]));
-  const PipelineEnds ends = run_schedule(plan, mb, it, receive_b, pl.send_forward_s, pl.send_backward_s);
+  const PipelineEnds ends = run_schedule(plan, mb, it, orders(plan), receive_b, pl.send_forward_s, pl.send_backward_s);
   FormulaEstimate out;
   std::vector<StageTail> tails;
   const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas();
