@@ -216,6 +216,7 @@ void check_sweep_flags(const SweepArgs& a) {
 }  // namespace
 
 int sweep_command(const SweepArgs& a) {
+  release_blas_threads();  // a sweep's estimates run no GEMM (--sample's would start the pool again)
   check_sweep_flags(a);
   if (a.merge) return merge_shards(a.inputs, a.out_dir, std::cout);
   SweepOptions o;

@@ -127,10 +127,13 @@ SearchSpace search_space(SweepSpec& s, const ojson& search, const std::string& f
 }
 
 // Why a combination is not kept: "" (kept), "invalid" or "memory".
-std::string judge_plan(const SweepSpec& s, const json& doc, double headroom) {
+// outside_plan: the combinations' common part, read once (parse_outside_plan), or none.
+std::string judge_plan(const SweepSpec& s, const json& doc, double headroom,
+                       const std::optional<Scenario>& outside_plan) {
   Scenario sc;
   try {
-    sc = parse_scenario(doc.dump(), s.base_file);
+    // the document itself: no text to print and lex again
+    sc = outside_plan ? parse_plan_variant(*outside_plan, doc) : parse_scenario_doc(doc, s.base_file);
     if (sc.plan_kind != Scenario::PlanKind::general || sc.model.is_convnet()) return "invalid";
     check_transformer_plan(sc.model, sc.training, sc.parallel);
   } catch (const std::exception&) {
@@ -149,12 +152,17 @@ void expand_search(SweepSpec& s, const ojson& search, const std::string& file) {
   std::vector<size_t> idx(sp.keys.size(), 0);
   std::vector<std::vector<ojson>> kept(sp.keys.size());
   size_t combos = 0, invalid = 0, memory = 0;
+  std::optional<Scenario> outside_plan;
+  try {
+    outside_plan = parse_outside_plan(s.base, s.base_file);
+  } catch (const std::exception&) {  // each combination's whole parse says why
+  }
   for (bool more = true; more;) {
     json doc = s.base;
     for (size_t k = 0; k < sp.keys.size(); ++k)
       apply_pointer(doc, "/plan/" + sp.keys[k].first, json::parse(sp.keys[k].second[idx[k]].dump()));
     ++combos;
-    const std::string why = judge_plan(s, doc, sp.headroom);
+    const std::string why = judge_plan(s, doc, sp.headroom, outside_plan);
     if (why.empty())
       for (size_t k = 0; k < sp.keys.size(); ++k) kept[k].push_back(sp.keys[k].second[idx[k]]);
     (why == "invalid" ? invalid : memory) += why.empty() ? 0 : 1;

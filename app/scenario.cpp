@@ -1409,6 +1409,35 @@ Scenario parse_scenario_doc(const nlohmann::json& root, const std::string& file)
   return s;
 }
 
+std::optional<Scenario> parse_outside_plan(const nlohmann::json& root, const std::string& file) {
+  const json* plan = root.is_object() ? Reader::find(root, "plan") : nullptr;
+  if (!plan || !plan->is_object() || plan->contains("layout") || plan->contains("slice") ||
+      Reader::find(root, "resilience") || Reader::find(root, "faults"))
+    return std::nullopt;
+  Scenario s;  // parse_scenario_doc's order, without the plan's reads
+  s.file = file;
+  Reader r(file, "", &s.annotations);
+  r.check_keys(root, "", {"name", "description", "machine", "model", "training", "plan", "engine", "resilience", "faults"});
+  s.name = r.required_string(root, "", "name");
+  s.description = r.optional_string(root, "", "description");
+  s.machine = read_machine(r, root);
+  s.model = read_model(r, root);
+  if (s.model.is_convnet()) return std::nullopt;
+  s.training = read_training(r, root, true);
+  s.plan_kind = Scenario::PlanKind::general;
+  read_engine(r, root, s);
+  return s;
+}
+
+Scenario parse_plan_variant(const Scenario& outside_plan, const nlohmann::json& root) {
+  Scenario s = outside_plan;
+  std::vector<Annotation> plan_annotations;  // not kept
+  Reader r(s.file, "", &plan_annotations);
+  s.parallel = read_parallel_plan(r, root);
+  check_plan_rules(r, s);
+  return s;
+}
+
 Scenario load_scenario_file(const std::string& path) {
   std::string text;
   const std::string why = read_text_file(path, text);

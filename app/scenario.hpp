@@ -76,6 +76,13 @@ Scenario parse_scenario(const std::string& json_text, const std::string& file);
 // The same, from a document already in memory (a sweep's plan, built from its base and dimensions:
 // no text to write and read back). Its keys are unique by construction, so no duplicate check.
 Scenario parse_scenario_doc(const nlohmann::json& root, const std::string& file);
+// A plan search's combinations (app/plan_search.cpp): documents equal outside "/plan". For a
+// general transformer plan without "slice", and no "resilience" or "faults", parse_outside_plan
+// reads once what does not depend on the plan (nullopt otherwise: parse each whole), and
+// parse_plan_variant each combination's plan and plan rules on it. Their scenario is
+// parse_scenario_doc's, and throws where it throws, less the plan's annotations.
+std::optional<Scenario> parse_outside_plan(const nlohmann::json& root, const std::string& file);
+Scenario parse_plan_variant(const Scenario& outside_plan, const nlohmann::json& root);
 Scenario load_scenario_file(const std::string& path);
 
 }  // namespace exasim

@@ -271,6 +271,13 @@ void set_blas_threads(int n) {
 
 int blas_threads() { return openblas_get_num_threads(); }
 
+// OpenBLAS 0.3's own fork handler (exported by libopenblas, not declared in its headers): joins the
+// pool; its next threaded call starts the pool again (exec_blas_async: "if (!blas_server_avail)
+// blas_thread_init()").
+extern "C" int blas_thread_shutdown_(void);
+
+void release_blas_threads() { blas_thread_shutdown_(); }
+
 std::string blas_description() {
   const std::string config = openblas_get_config();  // starts "OpenBLAS 0.3.21 ..." already
   return config.rfind("OpenBLAS", 0) == 0 ? config : "OpenBLAS " + config;

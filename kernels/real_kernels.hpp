@@ -98,6 +98,10 @@ void adam_step(float* p, const float* g, float* m, float* v, std::int64_t n, con
 // ---------------------------------------------------------------------------------------------
 void set_blas_threads(int n);  // n >= 1, else std::invalid_argument
 int blas_threads();
+// Joins OpenBLAS's thread pool, which starts with the library and spins (sched_yield) for about
+// 2^28 cycles per thread waiting for work: CPU time a command that runs no GEMM would only burn
+// (a formula sweep, about a tenth of its CPU seconds). The next threaded BLAS call starts it again.
+void release_blas_threads();
 std::string blas_description();  // "OpenBLAS <openblas_get_config()>"
 
 // ---------------------------------------------------------------------------------------------

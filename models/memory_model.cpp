@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <stdexcept>
 
 #include "models/pipeline_schedule.hpp"
@@ -197,11 +199,17 @@ double in_flight_micro_batches(const ParallelPlan& p, int stage) {
     if (p.schedule == PipelineSchedule::gpipe) return double(m);
     if (p.schedule == PipelineSchedule::one_f_one_b) return double(std::min(p.pipeline - stage, m));
   }
+  // The walk's peak per (schedule, stages, micro-batches, chunks, stage), remembered per thread: a
+  // search asks it of every stage of thousands of plans that share a few pipelines.
+  thread_local std::map<std::array<int, 5>, int> peaks;
+  const std::array<int, 5> key = {static_cast<int>(p.schedule), p.pipeline, m, v, stage};
+  if (auto found = peaks.find(key); found != peaks.end()) return double(found->second) / v;
   int live = 0, peak = 0;
-  for (const PipelineItem& it : pipeline_order(p.schedule, p.pipeline, p.micro_batches(), v, stage)) {
+  for (const PipelineItem& it : pipeline_order(p.schedule, p.pipeline, m, v, stage)) {
     live += it.forward ? 1 : -1;
     peak = std::max(peak, live);
   }
+  peaks[key] = peak;
   return double(peak) / v;
 }
 

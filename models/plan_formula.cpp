@@ -1,5 +1,7 @@
 #include "models/plan_formula.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -96,8 +98,8 @@ struct PlanFormula::Placed {
   std::function<void(Workload&)> adopt;
   std::map<std::pair<int, double>, CollectiveWork> family_runs;  // (kind, bytes) -> as the family runs it
   std::unique_ptr<AlphaBetaCosts> costs;
-  std::vector<double> send_forward_s, send_backward_s;  // per stage, of one message (by its bytes)
-  double message_bytes = -1;
+  // per message bytes (one per layer shape), per stage: one message's send forward and backward
+  std::map<double, std::pair<std::vector<double>, std::vector<double>>> sends;
 };
 
 namespace {
@@ -179,6 +181,21 @@ const LayerShapeCosts& PlanFormula::shape(const std::string& key, const ModelSpe
   return shapes_[key] = shape_of(one, two);
 }
 
+namespace {
+
+// Every plan field place_plan reads (models/plan_placement.cpp, tensor_layout): plans of different
+// layer shapes (micro-batch, recomputation, ...) on the same grid share one placement, its
+// collectives as the family runs them and its sends.
+std::string placement_key(const ParallelPlan& plan) {
+  std::string k = fmt::format("t={}|mode={}|depth={}|sp={}|d={}|p={}|c={}|e={}|sn={}|order=", plan.tensor,
+                              static_cast<int>(plan.tensor_mode), plan.tensor_depth, plan.sequence_parallel, plan.data,
+                              plan.pipeline, plan.context, plan.expert, plan.supernode_ranks);
+  for (ParallelDim d : plan.placement) k += std::to_string(static_cast<int>(d)) + ",";
+  return k;
+}
+
+}  // namespace
+
 PlanFormula::Placed& PlanFormula::placed(const std::string& key, const ParallelPlan& plan) {
   auto it = placements_.find(key);
   if (it != placements_.end()) return *it->second;
@@ -187,6 +204,16 @@ PlanFormula::Placed& PlanFormula::placed(const std::string& key, const ParallelP
   pl->adopt = adopt_;
   pl->costs = std::make_unique<AlphaBetaCosts>(pl->workload, net_);
   return *(placements_[key] = pl);
+}
+
+const std::vector<std::vector<PipelineItem>>& PlanFormula::orders(const ParallelPlan& plan) {
+  const int p = plan.pipeline, m = plan.micro_batches(), v = plan.virtual_stages;
+  const std::array<int, 4> key = {static_cast<int>(plan.schedule), p, m, v};
+  auto it = orders_.find(key);
+  if (it != orders_.end()) return it->second;
+  std::vector<std::vector<PipelineItem>> order;  // pipeline_order may refuse the plan: nothing kept then
+  for (int s = 0; s < p; ++s) order.push_back(pipeline_order(plan.schedule, p, m, v, s));
+  return orders_[key] = std::move(order);
 }
 
 namespace {
@@ -232,12 +259,12 @@ struct PipelineEnds {
 // a sent activation or gradient arrives the send's seconds after the sender's item ends.
 // receive_backward_s: per stage, a backward item's communication before its first kernel (the
 // receive's all-gather and, under ZeRO 3 without full recomputation, its first layer's gather).
+// order: per stage, pipeline_order of the plan's schedule.
 PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const ChunkItems& it,
+                          const std::vector<std::vector<PipelineItem>>& order,
                           const std::vector<double>& receive_backward_s, const std::vector<double>& send_forward_s,
                           const std::vector<double>& send_backward_s) {
   const int p = plan.pipeline, v = plan.virtual_stages, V = p * v;
-  std::vector<std::vector<PipelineItem>> order(p);
-  for (int s = 0; s < p; ++s) order[s] = pipeline_order(plan.schedule, p, micro_batches, v, s);
   const size_t cells = static_cast<size_t>(micro_batches) * V;
   std::vector<double> fwd_in(cells, -1), bwd_in(cells, -1);  // arrival of chunk vs's input
   std::vector<size_t> next(p, 0);
@@ -372,7 +399,7 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
                                       const ParallelPlan& plan) {
   check_formula_scope(m, t, plan);
   const LayerShapeCosts& c = shape(key, m, t, plan);
-  Placed& pl = placed(key + "|p=" + std::to_string(plan.pipeline) + "|d=" + std::to_string(plan.data), plan);
+  Placed& pl = placed(placement_key(plan), plan);
   const FamilyCollective family = [&pl](const CollectiveWork& c) {
     const auto key = std::make_pair(static_cast<int>(c.kind), c.bytes);
     auto it = pl.family_runs.find(key);
@@ -388,21 +415,22 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
   };
   const int p = plan.pipeline, mb = plan.micro_batches();
   auto rank_of_stage = [&](int s) { return pl.placement.rank_of({0, 0, s, 0}); };
-  if (pl.message_bytes != c.message_bytes) {
-    pl.message_bytes = c.message_bytes;
-    pl.send_forward_s.assign(p, 0);
-    pl.send_backward_s.assign(p, 0);
+  auto sent = pl.sends.find(c.message_bytes);
+  if (sent == pl.sends.end()) {
+    std::vector<double> forward(p, 0), backward(p, 0);
     for (int s = 0; s < p && p > 1; ++s) {
-      pl.send_forward_s[s] = pl.costs->send_s(c.message_bytes, rank_of_stage(s), rank_of_stage((s + 1) % p));
-      pl.send_backward_s[s] = pl.costs->send_s(c.message_bytes, rank_of_stage(s), rank_of_stage((s + p - 1) % p));
+      forward[s] = pl.costs->send_s(c.message_bytes, rank_of_stage(s), rank_of_stage((s + 1) % p));
+      backward[s] = pl.costs->send_s(c.message_bytes, rank_of_stage(s), rank_of_stage((s + p - 1) % p));
     }
+    sent = pl.sends.emplace(c.message_bytes, std::make_pair(std::move(forward), std::move(backward))).first;
   }
+  const std::vector<double>&send_forward_s = sent->second.first, &send_backward_s = sent->second.second;
   std::vector<double> g3;
   for (int s = 0; s < p; ++s) g3.push_back(zero3_gather_s(m, t, plan, *pl.costs, family, rank_of_stage(s)));
   const ChunkItems it = chunk_items(c, m.total_layers(), plan, g3);
   std::vector<double> receive_b;
   for (int s = 0; s < p; ++s) receive_b.push_back(c.receive_backward_s + (plan.recompute == Recompute::full ? 0 : g3[s]));
-  const PipelineEnds ends = run_schedule(plan, mb, it, receive_b, pl.send_forward_s, pl.send_backward_s);
+  const PipelineEnds ends = run_schedule(plan, mb, it, orders(plan), receive_b, send_forward_s, send_backward_s);
   FormulaEstimate out;
   std::vector<StageTail> tails;
   const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas();

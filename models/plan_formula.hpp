@@ -29,6 +29,7 @@
 // encoder-decoder models, context parallelism, grad_sync overlap, ZeRO 3 prefetch, fp8, supernode
 // (hierarchical) reductions.
 #pragma once
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "models/parallel_plan.hpp"
+#include "models/pipeline_schedule.hpp"
 #include "models/transformer.hpp"
 #include "sim/analysis.hpp"
 #include "sim/analytic.hpp"
@@ -105,7 +107,11 @@ class PlanFormula {
   WorkloadBuild build_;
   std::map<std::string, LayerShapeCosts> shapes_;
   std::map<std::string, std::shared_ptr<Placed>> placements_;
+  // Per (schedule, pipeline, micro-batches, virtual stages): each stage's pipeline_order, shared by
+  // the plans that differ only in their layer shape, data-parallel size or ZeRO stage.
+  std::map<std::array<int, 4>, std::vector<std::vector<PipelineItem>>> orders_;
   Placed& placed(const std::string& key, const ParallelPlan& plan);
+  const std::vector<std::vector<PipelineItem>>& orders(const ParallelPlan& plan);
 };
 
 // Throws FormulaScopeError naming what puts the plan out of the formula's scope.

@@ -121,15 +121,19 @@ int multi_ring_block(const FatTreeNetwork& net, const std::vector<int>& nodes) {
   int L = 1;
   while (L < n && net.machine_node_of(nodes[L]) == first) ++L;
   if (L < 2 || L == n || n % L != 0) return 0;
-  std::set<int> blocks, nics;
+  std::vector<int> blocks;  // each block's node, once (sorted below: no tree node allocated per group)
+  blocks.reserve(n / L);
   for (int b = 0; b < n / L; ++b) {
     const int node = net.machine_node_of(nodes[b * L]);
     for (int j = 1; j < L; ++j)
       if (net.machine_node_of(nodes[b * L + j]) != node) return 0;
-    if (!blocks.insert(node).second) return 0;
+    blocks.push_back(node);
   }
-  for (int j = 0; j < L; ++j) nics.insert(net.nic_of(nodes[j]));
-  return nics.size() > 1 ? L : 0;
+  std::sort(blocks.begin(), blocks.end());
+  if (std::adjacent_find(blocks.begin(), blocks.end()) != blocks.end()) return 0;
+  for (int j = 1; j < L; ++j)  // the first block's members reach more than one NIC
+    if (net.nic_of(nodes[j]) != net.nic_of(nodes[0])) return L;
+  return 0;
 }
 
 int adopt_multi_ring_collectives(Workload& w, const FatTreeNetwork& net) {

@@ -172,14 +172,16 @@ int tree_members_per_node(const FatTreeNetwork& net, const std::vector<int>& nod
   int L = 1;
   while (L < n && net.machine_node_of(nodes[L]) == net.machine_node_of(nodes[0])) ++L;
   if (n % L != 0) return 0;
-  std::set<int> seen;
+  std::vector<int> seen;  // each block's node, once (sorted below: no tree node allocated per group)
+  seen.reserve(n / L);
   for (int b = 0; b < n / L; ++b) {
     const int node = net.machine_node_of(nodes[b * L]);
-    if (!seen.insert(node).second) return 0;
     for (int j = 1; j < L; ++j)
       if (net.machine_node_of(nodes[b * L + j]) != node) return 0;
+    seen.push_back(node);
   }
-  return L;
+  std::sort(seen.begin(), seen.end());
+  return std::adjacent_find(seen.begin(), seen.end()) == seen.end() ? L : 0;
 }
 
 struct RoleComm {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -373,4 +374,57 @@ TEST_CASE("wait_status reports a forked child's CPU seconds and peak resident me
   CHECK(out == "done\n");
   CHECK(used.peak_rss_bytes >= static_cast<double>(bytes));
   CHECK(used.cpu_s >= 0);
+}
+
+TEST_CASE("search: a combination read on the base's common part is the whole parse's, invalid ones alike") {
+  const std::string file = std::string(EXASIM_SOURCE_DIR) + "/scenarios/gpt3-175b-a100-1024.json";
+  std::ifstream in(file);
+  const json base = json::parse(in);
+  const std::optional<Scenario> outside = parse_outside_plan(base, file);
+  REQUIRE(outside.has_value());
+  // tensor 8 / pipeline 16 (the base), tensor 3 (1,024 devices do not split), micro-batch 5 (1,536 is
+  // not a multiple of 5 x 8), virtual stages 3 (96 layers over 48 chunks: not whole), ZeRO 3 selective.
+  const std::vector<json> plans = {json::object(),
+                                   {{"tensor_parallel", 3}},
+                                   {{"micro_batch", 5}},
+                                   {{"virtual_stages", 3}},
+                                   {{"zero_stage", 3}, {"recompute", "selective"}, {"pipeline_parallel", 8}}};
+  int valid = 0, invalid = 0;
+  for (const json& change : plans) {
+    json doc = base;
+    for (const auto& [k, v] : change.items()) doc["plan"][k] = v;
+    std::string whole_error, variant_error;
+    Scenario whole, variant;
+    try {
+      whole = parse_scenario_doc(doc, file);
+    } catch (const ScenarioError& e) {
+      whole_error = e.what();
+    }
+    try {
+      variant = parse_plan_variant(*outside, doc);
+    } catch (const ScenarioError& e) {
+      variant_error = e.what();
+    }
+    CHECK(variant_error == whole_error);
+    if (!whole_error.empty()) {
+      ++invalid;
+      continue;
+    }
+    ++valid;
+    CHECK(variant.parallel.devices() == whole.parallel.devices());
+    CHECK(variant.parallel.tensor == whole.parallel.tensor);
+    CHECK(variant.parallel.pipeline == whole.parallel.pipeline);
+    CHECK(variant.parallel.virtual_stages == whole.parallel.virtual_stages);
+    CHECK(variant.parallel.micro_batches() == whole.parallel.micro_batches());
+    CHECK(variant.parallel.zero_stage == whole.parallel.zero_stage);
+    CHECK(variant.parallel.recompute == whole.parallel.recompute);
+    CHECK(variant.machine.memory_bytes == whole.machine.memory_bytes);
+    CHECK(variant.training.seq_len == whole.training.seq_len);
+    CHECK(variant.model.layers == whole.model.layers);
+  }
+  CHECK(valid >= 2);
+  CHECK(invalid >= 2);
+  json faulty = base;
+  faulty["faults"] = json::object();
+  CHECK_FALSE(parse_outside_plan(faulty, file).has_value());  // the machine may change: parse whole
 }
