@@ -169,6 +169,17 @@ const std::vector<std::string>& rankable_fields() {
 
 bool larger_is_better(const std::string& field) { return field != "step_time_s"; }
 
+// Plan ids by their value, best first (larger or smaller is better), ties by plan id.
+std::vector<size_t> best_first(std::vector<std::pair<double, size_t>> v, bool larger) {
+  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  });
+  std::vector<size_t> ids;
+  for (const auto& x : v) ids.push_back(x.second);
+  return ids;
+}
+
 std::vector<ojson> expand_dimension(const ojson& v, const std::string& file, const std::string& path) {
   const std::string what = "a non-empty list of values or a range {\"from\", \"to\", \"times\" or \"step\"}";
   if (v.is_array()) {
@@ -915,14 +926,7 @@ std::vector<size_t> SweepRun::ranked_estimates() const {
   std::vector<std::pair<double, size_t>> v;
   for (const auto& [id, r] : rows_)
     if (r["status"] == "ok") v.push_back({analytic_value(r), id});
-  const bool larger = larger_is_better(s_.rank_by);
-  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
-    return a.second < b.second;
-  });
-  std::vector<size_t> ids;
-  for (const auto& x : v) ids.push_back(x.second);
-  return ids;
+  return best_first(std::move(v), larger_is_better(s_.rank_by));
 }
 
 void SweepRun::summary(std::ostream& out, size_t resumed) {
@@ -1060,14 +1064,7 @@ std::vector<size_t> ranked_by_estimate(const SweepSpec& s, const std::map<size_t
       v.push_back({r[s.rank_by].get<double>(), id});
     }
   }
-  const bool larger = larger_is_better(s.rank_by);
-  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first) return larger ? a.first > b.first : a.first < b.first;
-    return a.second < b.second;
-  });
-  std::vector<size_t> ids;
-  for (const auto& x : v) ids.push_back(x.second);
-  return ids;
+  return best_first(std::move(v), larger_is_better(s.rank_by));
 }
 
 namespace {
