@@ -219,7 +219,12 @@ class StageBuilder {
   // all-to-alls alone); without ParO the reductions are the backward pass's. after_backward:
   // the reductions start when the whole backward pass is done; overlap: a layer's reductions
   // start as soon as its own backward is done, one after another. The updates wait for the whole
-  // backward pass either way.
+  // backward pass either way. An expert update and the expert rings take turns: the CPE clusters'
+  // DMA and the network interface share the node's memory path (the machine's noc link: noc_Bps is
+  // the achieved DMA bandwidth), the update streams at that rate and the rings inside a supernode
+  // are NoC-bound above noc_Bps / 2, so a layer's expert update waits for the previous layer's
+  // expert all-gather and the next layer's expert reduce-scatter waits for it. The dense
+  // reductions (a few hundred MB over 240 ranks, bound by their steps' latency) still overlap it.
   void layered_updates(double dense_params, double expert_params) {
     const int replicas = plan_.data / plan_.expert;
     const bool paro = plan_.paro && replicas > 1;
@@ -232,7 +237,7 @@ class StageBuilder {
     const Phase G = paro ? Phase::optimizer : Phase::backward;
     const std::vector<long> done = all_done();
     const bool overlap = x_.overlap;
-    long comm = -1, adam = -1;
+    long comm = -1, adam = -1, expert_adam = -1, expert_gather = -1;
     for (const auto& [l, layer_last] : layer_done_) {
       const std::string p = fmt::format("L{}.opt.", l), gp = fmt::format("L{}.grad.", l);
       std::vector<long> ready = overlap ? std::vector<long>{layer_last} : done;
@@ -242,7 +247,7 @@ class StageBuilder {
       const double dense_grad_bytes = (dense - gate) * sg + gate * gg, dense_param_bytes = (dense - gate) * sp + gate * gpb;
       const double experts = expert_params / layers;
       std::vector<long> expert_ready = done, after = ready;
-      after.push_back(comm);
+      after.insert(after.end(), {comm, expert_adam});
       double expert_shard = experts;
       if (replicas > 1 && experts > 0) {
         comm = b_.collective(gp + (paro ? "expert_grad_reduce_scatter" : "expert_grad_all_reduce"),
@@ -261,10 +266,10 @@ class StageBuilder {
       if (!paro)
         comm = b_.collective(gp + "shared_grad_all_gather", "shared_grad_all_gather", G, CollectiveKind::all_gather,
                              CollectiveAlgorithm::ring, "supernode", dense_grad_bytes, {comm});
-      expert_ready.push_back(adam);
-      adam = master_update(p + "expert", pp.expert_master_bytes, eg, ep, expert_shard, expert_ready);
+      expert_ready.insert(expert_ready.end(), {adam, expert_gather});
+      adam = expert_adam = master_update(p + "expert", pp.expert_master_bytes, eg, ep, expert_shard, expert_ready);
       if (paro)
-        b_.collective(p + "expert_param_all_gather", "expert_param_all_gather", Phase::optimizer,
+        expert_gather = b_.collective(p + "expert_param_all_gather", "expert_param_all_gather", Phase::optimizer,
                       CollectiveKind::all_gather, CollectiveAlgorithm::ring, "expert_dp", experts * ep, {adam});
       std::vector<long> shared_ready = done;
       shared_ready.insert(shared_ready.end(), {adam, comm});

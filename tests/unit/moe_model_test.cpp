@@ -322,6 +322,19 @@ TEST_CASE("moe model: shared Adam waits for the shared gradient reduction") {
   }
 }
 
+// ParO's expert update and the expert rings take turns on the node's memory path (the NoC carries
+// both the CPE clusters' DMA and the network's traffic); the dense reductions still overlap the
+// update. Layers are updated in backward order: L1, then L0.
+TEST_CASE("moe model: ParO's expert update and the expert rings take turns") {
+  const ModaWorkload mw = build(tiny_training(), tiny_plan(Layout::moda, true));
+  const StepGraph& g = mw.step.workload.programs[0];
+  const OpId l1_adam = op_named(g, "L1.opt.expert_adam"), l0_adam = op_named(g, "L0.opt.expert_adam");
+  CHECK(runs_after(g, op_named(g, "L1.opt.expert_param_all_gather"), l0_adam));
+  CHECK(runs_after(g, l1_adam, op_named(g, "L0.grad.expert_grad_reduce_scatter")));
+  CHECK_FALSE(runs_after(g, op_named(g, "L1.grad.shared_grad_reduce_scatter"), l1_adam));
+  CHECK_FALSE(runs_after(g, op_named(g, "L0.grad.shared_grad_reduce_scatter"), l0_adam));
+}
+
 TEST_CASE("moe model: gradient reductions wait for the whole backward pass, or overlap it") {
   TrainingSpec t = tiny_training();
   for (GradSync sync : {GradSync::after_backward, GradSync::overlap}) {
