@@ -251,14 +251,20 @@ void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const Co
 // for other classes' representatives to reach the collective (PendingSync).
 int Replay::folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready) {
   const int own_class = folding_class(w_, fold_.slot_rank[s]);
-  // A ring waits for every member (each step needs its neighbour's data). Where routes go around
-  // failures the classes do not reach a collective together (the spare's and its row's rings are
-  // longer), so a ring starts once every class of its group has reached it (the 16 x 16 torus case
-  // of README's resilience section: -3.58 % -> +1.63 %). Not with stragglers alone: there it took
-  // one straggler at 2x from -3.44 % to -2.78 % but the direct all-to-all with two stragglers
-  // (folding_test) from +14.2 % to +23.1 %, its own pessimism (split routes) carried into the rings.
-  const bool whole_ring =
-      c.algorithm == CollectiveAlgorithm::ring && net_.routes_around_failures() && classes_of_group(gt, g).size() > 1;
+  // A ring waits for every member: member j's step k needs member j - 1's step k - 1, so each
+  // member's last step ends no earlier than any member's start plus the ring's steps (in
+  // lockstep). Where the classes do not reach a collective together, a ring starts once every
+  // class of its group has reached it: around failures (the spare's and its row's rings are
+  // longer; the 16 x 16 torus case of README's resilience section: -3.58 % -> +1.63 %), and
+  // wherever a slot is slowed, since a class that is not slowed itself may be late through
+  // another collective it shares with a slowed one (one straggler at 2x on 64 nodes: its
+  // supernode's ranks wait for it in shared_grad_reduce_scatter and reach the cross-supernode
+  // shared_grad_all_reduce 125 us after rank 0, which folded did not wait for: -3.44 % -> -0.74 %
+  // with single-send flows spread, see expand_collective_folded). Rings only: a pairwise
+  // all-to-all's step needs only its peer's data (a start for every class took that case to +3.2 %
+  // and two stragglers pairwise to +7.4 %).
+  const bool whole_ring = c.algorithm == CollectiveAlgorithm::ring && classes_of_group(gt, g).size() > 1 &&
+                          (net_.routes_around_failures() || any_slot_slowed_);
   if (!whole_ring && !group_has_other_slowed_class(gt, g, own_class)) return ready;
   const int start = new_task(Task::join);
   edge(ready, start);
@@ -293,7 +299,9 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;
       const int dst_node = w_.node_of_rank[members[snd.peer]];
-      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
+      // spread (PathMap::map_path): into a domain that does not hold its class, the flow counts for
+      // its class's ranks over the domains folded there, not for as many as its own domain holds
+      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node, /*spread=*/true));
       const RingHops* hops =
           c.algorithm == CollectiveAlgorithm::ring ? &ring_hops(gt, g, ((snd.peer - m) % n + n) % n, c) : nullptr;
       // a degraded shared link, or a ring hop around failures on a link another hop crosses: one

@@ -310,6 +310,7 @@ class Replay {
   std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_
   std::vector<int> op_ready_, op_done_;  // [slot_base_[slot] + op]
   std::vector<char> slot_slowed_;        // folded: the slot's node is slowed (see PendingSync)
+  bool any_slot_slowed_ = false;         // folded: some slot is slowed
   std::vector<char> slot_compute_as_delay_;  // per slot: its program's compute ops form a chain
 
   // exhaustive collectives: instances by (group table, group, sequence number)
