@@ -97,6 +97,15 @@ const RingHops& Replay::ring_hops(const GroupTable& gt, int group, int offset, c
   return ring_hops_[key] = std::move(h);
 }
 
+// Folded: the route of a single-send step to the member `offset` after slot s's. A ring's hop
+// into a domain that does not hold its class counts for the class's hops that one real domain
+// folded there receives (PathMap::map_path, `counted`); other steps keep the mirror.
+const std::vector<int>& Replay::single_send_route(int s, const CollectiveWork& c, const GroupTable& gt, int offset,
+                                                  int src_node, int dst_node) {
+  if (c.algorithm != CollectiveAlgorithm::ring) return paths_.route(paths_.route_id(s, src_node, dst_node));
+  return paths_.route(paths_.ring_route_id(s, src_node, dst_node, ring_foreign_ranks(gt, offset, s)));
+}
+
 // Folded: for slot s's class, the ranks whose hop to the member `offset` after them crosses each
 // shared link kind in a domain that does not hold the class, per folded link instance, over the
 // real domains folded onto it (what one of them receives on average), cached per (table, offset,
@@ -326,12 +335,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       if (snd.bytes <= 0) continue;
       const int dst_node = w_.node_of_rank[members[snd.peer]];
       const int offset = ((snd.peer - m) % n + n) % n;
-      // a ring's hop into a domain that does not hold its class counts for the class's hops that
-      // one real domain folded there receives (PathMap::map_path, `counted`)
-      const std::vector<int>& route =
-          paths_.route(c.algorithm == CollectiveAlgorithm::ring
-                           ? paths_.ring_route_id(s, src_node, dst_node, ring_foreign_ranks(gt, offset, s))
-                           : paths_.route_id(s, src_node, dst_node));
+      const std::vector<int>& route = single_send_route(s, c, gt, offset, src_node, dst_node);
       const RingHops* hops = c.algorithm == CollectiveAlgorithm::ring ? &ring_hops(gt, g, offset, c) : nullptr;
       // a degraded shared link, or a ring hop around failures on a link another hop crosses: one
       // flow per step (FoldedRun, replay.hpp), so that representatives' flows on it meet step by

@@ -337,6 +337,8 @@ class Replay {
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
   std::map<std::tuple<const GroupTable*, int, int, double, double>, RingHops> ring_hops_;  // folded, cached
   const ForeignRanks& ring_foreign_ranks(const GroupTable& gt, int offset, int s);
+  const std::vector<int>& single_send_route(int s, const CollectiveWork& c, const GroupTable& gt, int offset,
+                                            int src_node, int dst_node);
   std::map<std::tuple<const GroupTable*, int, int>, ForeignRanks> ring_foreign_;  // folded, cached
   std::map<int, std::vector<int>> ranks_of_class_;  // folded: class -> its ranks (ring_foreign_ranks)
 
