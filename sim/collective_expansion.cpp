@@ -97,6 +97,42 @@ const RingHops& Replay::ring_hops(const GroupTable& gt, int group, int offset, c
   return ring_hops_[key] = std::move(h);
 }
 
+// Folded: the route of a single-send step to the member `offset` after slot s's. A ring's hop
+// into a domain that does not hold its class counts for the class's hops that one real domain
+// folded there receives (PathMap::map_path, `counted`); other steps keep the mirror.
+const std::vector<int>& Replay::single_send_route(int s, const CollectiveWork& c, const GroupTable& gt, int offset,
+                                                  int src_node, int dst_node) {
+  if (c.algorithm != CollectiveAlgorithm::ring) return paths_.route(paths_.route_id(s, src_node, dst_node));
+  return paths_.route(paths_.ring_route_id(s, src_node, dst_node, ring_foreign_ranks(gt, offset, s)));
+}
+
+// Folded: for slot s's class, the ranks whose hop to the member `offset` after them crosses each
+// shared link kind in a domain that does not hold the class, per folded link instance, over the
+// real domains folded onto it (what one of them receives on average), cached per (table, offset,
+// slot).
+const ForeignRanks& Replay::ring_foreign_ranks(const GroupTable& gt, int offset, int s) {
+  auto [it, fresh] = ring_foreign_.try_emplace({&gt, offset, s});
+  if (!fresh) return it->second;
+  ForeignRanks& out = it->second;
+  if (ranks_of_class_.empty())
+    for (int r = 0; r < w_.rank_count; ++r) ranks_of_class_[folding_class(w_, r)].push_back(r);
+  std::vector<LinkRef> links;
+  for (int r : ranks_of_class_.at(folding_class(w_, fold_.slot_rank[s]))) {
+    const int g = gt.group_of_rank.at(r);
+    if (g < 0) continue;
+    const auto& members = gt.members[g];
+    const int to = members[(gt.index_in_group[r] + offset) % members.size()];
+    links.clear();
+    net_.path(w_.node_of_rank[r], w_.node_of_rank[to], links);
+    for (const LinkRef& l : links) {
+      if (net_.link_kinds().at(l.kind).node_private) continue;
+      const FoldedDomain& d = fold_.domain.at(l.kind).at(l.instance);
+      if (!d.ranks_of_slot.count(s)) out[{l.kind, d.instance}] += 1.0 / d.domains;
+    }
+  }
+  return out;
+}
+
 // Folded: what a ring step of `bytes` over the hop src_node -> dst_node lasts less than the
 // group's slowest hop's step: max over the hops of (latency + bytes / bandwidth), less the
 // slowest latency (already waited, folded_run_flow) and the own hop's transfer. 0, exactly, when no
@@ -239,7 +275,7 @@ void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const Co
   for (const auto& snd : st.sends) {
     if (snd.bytes <= 0) continue;
     const int dst_node = w_.node_of_rank[members[snd.peer]];
-    const int id = paths_.route_id(s, src_node, dst_node, /*spread=*/true);
+    const int id = paths_.route_id(s, src_node, dst_node, ForeignCount::spread);
     by_route_id[id] += snd.bytes;
     double& lat = latency_of_route[paths_.route(id)];
     lat = std::max(lat, net_.message_latency_s(src_node, dst_node, c));
@@ -251,14 +287,19 @@ void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const Co
 // for other classes' representatives to reach the collective (PendingSync).
 int Replay::folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready) {
   const int own_class = folding_class(w_, fold_.slot_rank[s]);
-  // A ring waits for every member (each step needs its neighbour's data). Where routes go around
-  // failures the classes do not reach a collective together (the spare's and its row's rings are
-  // longer), so a ring starts once every class of its group has reached it (the 16 x 16 torus case
-  // of README's resilience section: -3.58 % -> +1.63 %). Not with stragglers alone: there it took
-  // one straggler at 2x from -3.44 % to -2.78 % but the direct all-to-all with two stragglers
-  // (folding_test) from +14.2 % to +23.1 %, its own pessimism (split routes) carried into the rings.
-  const bool whole_ring =
-      c.algorithm == CollectiveAlgorithm::ring && net_.routes_around_failures() && classes_of_group(gt, g).size() > 1;
+  // A ring waits for every member: member j's step k needs member j - 1's step k - 1, so each
+  // member's last step ends no earlier than any member's start plus the ring's steps (in
+  // lockstep). Where the classes do not reach a collective together, a ring starts once every
+  // class of its group has reached it: around failures (the spare's and its row's rings are
+  // longer; the 16 x 16 torus case of README's resilience section: -3.58 % -> +1.63 %), and
+  // wherever a slot is slowed, since a class that is not slowed itself may be late through
+  // another collective it shares with a slowed one (one straggler at 2x on 64 nodes: its
+  // group's ranks wait for it in shared_grad_reduce_scatter and reach the cross-supernode
+  // shared_grad_all_reduce 81 us after rank 0, which folded did not wait for: -3.44 % -> -2.78 %).
+  // Rings only: a pairwise all-to-all's step needs only its peer's data (a start for every class
+  // on every collective took two stragglers pairwise on 256 nodes to +4.6 %).
+  const bool whole_ring = c.algorithm == CollectiveAlgorithm::ring && classes_of_group(gt, g).size() > 1 &&
+                          (net_.routes_around_failures() || any_slot_slowed_);
   if (!whole_ring && !group_has_other_slowed_class(gt, g, own_class)) return ready;
   const int start = new_task(Task::join);
   edge(ready, start);
@@ -293,9 +334,9 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       const auto& snd = st.sends[0];
       if (snd.bytes <= 0) continue;
       const int dst_node = w_.node_of_rank[members[snd.peer]];
-      const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
-      const RingHops* hops =
-          c.algorithm == CollectiveAlgorithm::ring ? &ring_hops(gt, g, ((snd.peer - m) % n + n) % n, c) : nullptr;
+      const int offset = ((snd.peer - m) % n + n) % n;
+      const std::vector<int>& route = single_send_route(s, c, gt, offset, src_node, dst_node);
+      const RingHops* hops = c.algorithm == CollectiveAlgorithm::ring ? &ring_hops(gt, g, offset, c) : nullptr;
       // a degraded shared link, or a ring hop around failures on a link another hop crosses: one
       // flow per step (FoldedRun, replay.hpp), so that representatives' flows on it meet step by
       // step as the exhaustive ring's do, not as merged runs after unequal delays

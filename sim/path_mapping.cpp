@@ -29,7 +29,8 @@ int PathMap::link_id(int kind, int instance, double bandwidth_Bps, bool latency_
   return id;
 }
 
-std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node, bool spread) {
+std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node, ForeignCount count,
+                                   const ForeignRanks* foreign) {
   thread_local std::vector<LinkRef> p;
   p.clear();
   net_.path(src_node, dst_node, p);
@@ -59,8 +60,13 @@ std::vector<int> PathMap::map_path(int slot, int src_node, int dst_node, bool sp
       if (degraded_shared_.size() <= static_cast<size_t>(id)) degraded_shared_.resize(id + 1, 0);
       degraded_shared_[id] = d.bandwidth_factor != 1;
       // a flow into a domain that does not hold its class: see map_path in path_mapping.hpp
-      const double foreign_ranks = spread ? static_cast<double>(folding_.multiplicity.at(slot)) / d.domains
-                                          : domains.at(net_.domain_of(l.kind, src_node)).ranks_of_slot.at(slot);
+      const double mirror = domains.at(net_.domain_of(l.kind, src_node)).ranks_of_slot.at(slot);
+      const double spread = static_cast<double>(folding_.multiplicity.at(slot)) / d.domains;
+      double foreign_ranks = count == ForeignCount::spread ? spread : mirror;
+      if (count == ForeignCount::counted && foreign) {
+        auto f = foreign->find({l.kind, d.instance});
+        if (f != foreign->end()) foreign_ranks = f->second;
+      }
       out.insert(out.end(), static_cast<size_t>(d.weight(slot, foreign_ranks)), id);  // its weight: see folding.hpp  // its weight: see folding.hpp
       if (d.weighted) hidden_s += k.latency_s;
     }
@@ -90,14 +96,24 @@ bool PathMap::crosses_degraded_shared_link(const std::vector<int>& route) const 
   return false;
 }
 
-int PathMap::route_id(int slot, int src_node, int dst_node, bool spread) {
-  const uint64_t key = (uint64_t(uint32_t(slot)) << 33) | (uint64_t(spread) << 32) | uint32_t(dst_node);
+int PathMap::route_id(int slot, int src_node, int dst_node, ForeignCount count) {
+  const uint64_t key = (uint64_t(uint32_t(slot)) << 34) | (uint64_t(count) << 32) | uint32_t(dst_node);
   auto it = route_id_of_dst_.find(key);
   if (it != route_id_of_dst_.end()) return it->second;
-  std::vector<int> route = map_path(slot, src_node, dst_node, spread);
+  return route_id_of_dst_[key] = intern(map_path(slot, src_node, dst_node, count));
+}
+
+int PathMap::ring_route_id(int slot, int src_node, int dst_node, const ForeignRanks& foreign) {
+  const auto key = std::make_tuple(slot, dst_node, &foreign);
+  auto it = ring_route_id_.find(key);
+  if (it != ring_route_id_.end()) return it->second;
+  return ring_route_id_[key] = intern(map_path(slot, src_node, dst_node, ForeignCount::counted, &foreign));
+}
+
+int PathMap::intern(std::vector<int> route) {
   auto [ri, inserted] = route_index_.emplace(route, static_cast<int>(interned_routes_.size()));
   if (inserted) interned_routes_.push_back(std::move(route));
-  return route_id_of_dst_[key] = ri->second;
+  return ri->second;
 }
 
 int PathMap::endpoint_for_node(int node) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <tuple>
 #include <vector>
 
 #include "sim/folding.hpp"
@@ -39,6 +40,12 @@ struct ResolvedLink {
   double bandwidth_Bps;
   double latency_s;
 };
+
+// How a folded flow into a weighted domain that does not hold its class counts there (PathMap::map_path).
+enum class ForeignCount { mirror, spread, counted };
+// Counted: per (link kind, folded link instance), the ranks of the class whose flows of this hop
+// one real domain folded there receives on average (Replay::ring_foreign_ranks).
+using ForeignRanks = std::map<std::pair<int, int>, double>;
 
 class PathMap {
  public:
@@ -56,11 +63,21 @@ class PathMap {
   //    them). With the mirror count instead, two stragglers at 1.5 x folded the stragglers'
   //    supernodes apart and their 16 ranks' sends to 14 supernodes entered one folded downlink
   //    as 16 whole ranks' (1.8 times its real load): +14.2 %, now -1.8 % (folding_test).
-  std::vector<int> map_path(int slot, int src_node, int dst_node, bool spread = false);
+  //  * `counted`, a ring's hop (expand_collective_folded): the class's ranks whose hop crosses
+  //    the link, counted over the real paths, over the domains folded there (`foreign`). Neither
+  //    count above holds for a ring: where a class folded apart sends into one of the many
+  //    domains folded onto an ordinary link (one straggler's supernode into the next), the mirror
+  //    counts its ranks in every one of them (three times a real downlink's load, folding_test);
+  //    where a class spread over many domains sends into a link that stands for few (leaf 0
+  //    folded apart around failed spines), the spread counts all of its ranks there (+8.0 %).
+  std::vector<int> map_path(int slot, int src_node, int dst_node, ForeignCount count = ForeignCount::mirror,
+                            const ForeignRanks* foreign = nullptr);
   // Folded: the id of map_path(slot, src_node, dst_node) among the distinct routes seen, cached
   // per (slot, dst_node): a direct all-to-all over a large group asks for every member's node at
   // every exchange, and its sends fold onto a handful of routes.
-  int route_id(int slot, int src_node, int dst_node, bool spread = false);
+  int route_id(int slot, int src_node, int dst_node, ForeignCount count = ForeignCount::mirror);
+  // route_id of a ring's hop, counted (`foreign` is cached by its address: it must not move).
+  int ring_route_id(int slot, int src_node, int dst_node, const ForeignRanks& foreign);
   const std::vector<int>& route(int id) const { return interned_routes_[id]; }
   // The route's latency: its links' in SimGrid, plus its hidden latency.
   double route_latency_s(const std::vector<int>& links) const;
@@ -102,6 +119,8 @@ class PathMap {
   std::map<std::vector<int>, int> sink_by_route_;
   std::unordered_map<uint64_t, int> route_id_of_dst_;  // (slot, spread, dst node) -> route id
   std::map<std::vector<int>, int> route_index_;         // route -> id
+  std::map<std::tuple<int, int, const ForeignRanks*>, int> ring_route_id_;  // (slot, dst node, counts) -> id
+  int intern(std::vector<int> route);
   std::vector<std::vector<int>> interned_routes_;       // id -> route
   std::map<std::pair<int, int>, std::vector<int>> routes_;
   std::vector<int> slot_endpoint_;

@@ -310,6 +310,7 @@ class Replay {
   std::vector<size_t> slot_base_;      // slot -> offset of its op 0 in op_ready_ / op_done_
   std::vector<int> op_ready_, op_done_;  // [slot_base_[slot] + op]
   std::vector<char> slot_slowed_;        // folded: the slot's node is slowed (see PendingSync)
+  bool any_slot_slowed_ = false;         // folded: some slot is slowed
   std::vector<char> slot_compute_as_delay_;  // per slot: its program's compute ops form a chain
 
   // exhaustive collectives: instances by (group table, group, sequence number)
@@ -335,6 +336,11 @@ class Replay {
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> classes_of_group_;  // folded, cached
   std::map<std::pair<const GroupTable*, int>, std::vector<int>> slowed_classes_of_group_;  // folded, cached
   std::map<std::tuple<const GroupTable*, int, int, double, double>, RingHops> ring_hops_;  // folded, cached
+  const ForeignRanks& ring_foreign_ranks(const GroupTable& gt, int offset, int s);
+  const std::vector<int>& single_send_route(int s, const CollectiveWork& c, const GroupTable& gt, int offset,
+                                            int src_node, int dst_node);
+  std::map<std::tuple<const GroupTable*, int, int>, ForeignRanks> ring_foreign_;  // folded, cached
+  std::map<int, std::vector<int>> ranks_of_class_;  // folded: class -> its ranks (ring_foreign_ranks)
 
   std::vector<std::vector<simgrid::s4u::Host*>> cg_hosts_;  // per slot
   std::vector<simgrid::s4u::Host*> ep_hosts_;

@@ -131,7 +131,10 @@ void Replay::prepare_slots() {
   op_done_.assign(slot_base_[slots], -1);
   slot_slowed_.assign(slots, 0);
   if (fid_ == Fidelity::folded)
-    for (size_t s = 0; s < slots; ++s) slot_slowed_[s] = node_slowed(w_.node_of_rank[fold_.slot_rank[s]]);
+    for (size_t s = 0; s < slots; ++s) {
+      slot_slowed_[s] = node_slowed(w_.node_of_rank[fold_.slot_rank[s]]);
+      any_slot_slowed_ = any_slot_slowed_ || slot_slowed_[s];
+    }
 }
 
 // Op v of slot s, whose ready join is `ready`: its done task.

@@ -9,7 +9,8 @@
 # its JSON path and exit status 2, nothing written. ResNet-50 on 128 chips of a 16 x 16 torus with
 # one failed chip: folded within 2 % of exhaustive (-1.84 % measured; it was -7.7 % and refused,
 # then +1.63 %); with one failed cable (x_plus of chip 37) and no failed chip: within 2 % (+1.09 %
-# measured; it was +6.75 % and refused).
+# measured; it was +6.75 % and refused); with cable x_plus 0 within its known gap, 3 % (-2.61 %
+# measured).
 set -euo pipefail
 exe=$1; src=$2
 tmp=$(mktemp -d)
@@ -49,11 +50,16 @@ for fid in ("exhaustive", "folded"):
 g["faults"] = {"failed_links": [{"kind": "x_plus", "instance": 37}]}
 for fid in ("exhaustive", "folded"):
     json.dump(dict(g, name=f"cable16-{fid}", engine={"fidelity": fid}), open(f"{d}/cable16-{fid}.json", "w"))
+g["faults"] = {"failed_links": [{"kind": "x_plus", "instance": 0}]}
+for fid in ("exhaustive", "folded"):
+    json.dump(dict(g, name=f"cable0-{fid}", engine={"fidelity": fid}), open(f"{d}/cable0-{fid}.json", "w"))
 PY
 "$exe" run "$tmp/torus16-exhaustive.json" --out "$tmp/torus16-exhaustive" > /dev/null
 "$exe" run "$tmp/torus16-folded.json" --out "$tmp/torus16-folded" > /dev/null
 "$exe" run "$tmp/cable16-exhaustive.json" --out "$tmp/cable16-exhaustive" > /dev/null
 "$exe" run "$tmp/cable16-folded.json" --out "$tmp/cable16-folded" > /dev/null
+"$exe" run "$tmp/cable0-exhaustive.json" --out "$tmp/cable0-exhaustive" > /dev/null
+"$exe" run "$tmp/cable0-folded.json" --out "$tmp/cable0-folded" > /dev/null
 "$exe" run scenarios/gpt-small-dgx-a100.json --out "$tmp/base" > /dev/null
 "$exe" run "$tmp/one.json" --out "$tmp/one" > "$tmp/one.txt"
 "$exe" run "$tmp/drawn.json" --out "$tmp/drawn1" > /dev/null
@@ -89,6 +95,11 @@ assert abs(tf - te) <= 0.02 * te, ("16 x 16 torus with a failed chip: folded", t
 ce = json.load(open(f"{d}/cable16-exhaustive/report.json"))["step_time_s"]
 cf = json.load(open(f"{d}/cable16-folded/report.json"))["step_time_s"]
 assert abs(cf - ce) <= 0.02 * ce, ("16 x 16 torus with a failed cable: folded", cf, "exhaustive", ce)
+# KNOWN GAP: cable x_plus 0, on the ring's wrap-around corner: folded 39.36 ms, exhaustive 40.42 ms,
+# -2.61 % (README, resilience: the mechanism as far as measured); held at 3 % until it is closed.
+ce0 = json.load(open(f"{d}/cable0-exhaustive/report.json"))["step_time_s"]
+cf0 = json.load(open(f"{d}/cable0-folded/report.json"))["step_time_s"]
+assert abs(cf0 - ce0) <= 0.03 * ce0, ("16 x 16 torus with cable x_plus 0 failed: folded", cf0, "exhaustive", ce0)
 print("e2e faults: ok", base["step_time_s"], one["step_time_s"], a["step_time_s"], nic["step_time_s"], a["faults"])
 PY
 check_bad() {  # file, expected path

@@ -294,26 +294,37 @@ TEST_CASE("folding: moda 256 nodes with ParO and the direct all_to_all matches e
 // representative, so a class of one saw about B / 30 where it has B / 16. Measured by giving each
 // representative's flow the weight of its class's ranks on the link: +17.9 % -> -3.44 % and
 // +27.7 % -> +0.31 %.
-// KNOWN GAP (measured): one straggler at 2x on 64 nodes, folded -3.44 % (bound 4 %, target 2 %).
-// Measured per op: folded is optimistic in the ring collectives after the straggler's late
-// compute (shared_grad_reduce_scatter of its group 92 us folded against 148-176 us exhaustive,
-// rank 0's shared_grad_all_reduce 39 us against 99-120 us). A folded collective waits for a
-// slowed class's representative only at its start; exhaustively each ring step waits for the
-// data of the neighbour that is late, so the straggler's lateness propagates step by step
-// through the ring and into the collectives that follow it. Not bandwidth: with each folded ring
-// step waiting for the group's narrowest hop (ring_bandwidth_lag_s) it is still -3.44 % (the
-// straggler's slowness is compute). A ring started once every class of its group has reached it
-// (as around torus failures) measured -2.78 % here but +23.1 % on the direct all-to-all case below.
-// Measured again once the direct all-to-all's spread weights closed that case (+0.39 %): a ring with
-// a slowed class in its group starting once every class has reached it leaves this case at -3.44 %
-// (direct all-to-all +0.28 %, two stragglers pairwise +0.46 %): not kept, the cause is elsewhere.
-TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (4 %)") {
+// KNOWN GAP (measured): one straggler at 2x on 64 nodes, exhaustive 1.70088 ms, folded 1.65367 ms,
+// -2.78 % (was -3.44 %; bound 3 %, target 2 %). Measured per rank and op (issue 16 item 3): a
+// cascade through a class that is late but not slowed. The straggler (rank 21, class 5,
+// supernode 1) delays its group's other ranks (class 4, rank 16) through
+// shared_grad_reduce_scatter: rank 16 reaches L1.grad.shared_grad_all_reduce at 1080.4 us
+// exhaustive. That all-reduce's group runs across supernodes ({0, 16, 32, 48}); rank 0 (class 0)
+// waits for rank 16 there exhaustively (999.3 -> 1119.0 us) but folded did not (954.9 -> 993.5
+// us): a folded collective waited only for *slowed* classes. Every later op of rank 0 kept that
+// lead (step end 1491.7 us folded, 1686.2 us exhaustive). Now, with a slowed slot, a ring over
+// several classes starts once every class has reached it (collective_expansion.cpp folded_start:
+// a ring member's last step ends no earlier than any member's start plus the ring's steps):
+// -2.78 %. What is left, per op: supernode 1's shared_grad_reduce_scatter rings take 92 us
+// (group of the straggler) and 144 us folded against 141-157 us and about 200 us exhaustive from
+// their last member's arrival; not found why yet. Tried and not kept: a single-send flow into a
+// domain without its class counted as its class's ranks over the domains folded there (`spread`)
+// gave -0.74 % here, but by over-counting: class 0's ring hop into supernode 1 counted 21 ranks
+// where 7 arrive (counted over the real hops, PathMap `counted`, the rings are back at -2.78 %),
+// and it took the failed-spines scenario at a global batch of 256 from 5.695 s to 6.151 s folded
+// (+8.0 %); with
+// the spread on the pairwise all-to-all's steps only, -7.61 %. Starting every collective (the
+// all-to-alls too) once every class has reached it: -0.11 %, but +4.63 % and +5.80 % on the two
+// 256-node cases below (a pairwise step needs only its peer's data).
+TEST_CASE("folding: moda 64 nodes with one straggler at compute factor 2 stays within its known gap (3 %)") {
   Scenario s = scenario(64, 8, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {21};
   s.stragglers.compute_factor = 2;
-  compare_fidelities(s, 0.04);
+  compare_fidelities(s, 0.03);
 }
 
+// Exhaustive 3.16358 ms, folded 3.17809 ms: +0.46 % (+0.31 % before rings waited for every class
+// with stragglers and counted their hops into other classes' domains; see the case above).
 TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 2 matches exhaustive") {
   Scenario s = scenario(256, 32, Layout::moda, true, CollectiveAlgorithm::pairwise);
   s.stragglers.nodes = {5, 170};
@@ -322,7 +333,8 @@ TEST_CASE("folding: moda 256 nodes with two stragglers at compute 1.5 and links 
   compare_fidelities(s);
 }
 
-// Was +10.87 % (folded 2.945 ms against 2.656 ms exhaustive), now -0.57 %. Measured per op: every
+// Was +10.87 % (folded 2.945 ms against 2.656 ms exhaustive), then -0.57 %, now -0.87 % (2.63319
+// ms; its rings wait for every class, the uplink's classes being slowed). Measured per op: every
 // dispatch/combine all-to-all took 201.9 us folded against 177.2 us exhaustive (161-165 us without
 // the fault), for every class (the others wait for the uplink's classes at each collective's start).
 // Not the weights: the uplink's supernode holds its two classes equally (unweighted). The gap was
@@ -343,7 +355,11 @@ TEST_CASE("folding: moda 256 nodes with a supernode uplink at half bandwidth mat
 }
 
 // The direct all-to-all (every pair's flow posted at once) with two stragglers at 1.5x on 256 nodes:
-// folded +0.39 % (exhaustive 1.61239 ms, folded 1.61868 ms). It was +14.2 % (+123 % with one divisor
+// folded +1.45 % (exhaustive 1.61239 ms, folded 1.63579 ms; +0.39 % before rings waited for every
+// class with stragglers and counted their hops into other classes' domains; the rings alone were
+// +5.78 %: their hop from supernode 0 into supernode 1 counted, as the mirror, for the 12 ranks of
+// its class in supernode 0 on the ordinary folded downlink, as if all 14 ordinary supernodes
+// received them; counted, 12 / 14). It was +14.2 % (+123 % with one divisor
 // per folded link). Measured per op: every dispatch/combine took 61-88 us folded against 44-46 us
 // exhaustive, for every class. Cause: with the stragglers' supernodes (0 and 10) folded apart from
 // the 14 others, the representatives there sent their 28 sends to the 14 ordinary supernodes as one
