@@ -1,5 +1,6 @@
-// The task DAG of one step: each simulated rank's ops become tasks (a join per op once its
-// predecessors are done, a compute task, the flows of a transfer or collective), op id by op id
+// The task DAG of one step: each simulated rank's ops become tasks (a join per op with several
+// predecessors or none, done once they are; an op with one predecessor is ready when that one's
+// task is done; a compute task, the flows of a transfer or collective), op id by op id
 // over every slot (op 0 of every slot, then op 1, ...; op ids are per program, so each slot's
 // ops sit at their own offset in op_ready_ / op_done_).
 //
@@ -196,7 +197,7 @@ void Replay::build() {
     for (size_t s = 0; s < slots; ++s) {
       const ProgramInfo& p = prog(static_cast<int>(s));
       if (v >= p.n_ops) continue;
-      if (p.merged[v]) {  // ready when its predecessor (its run's task) is done
+      if (boost::in_degree(v, *p.graph) == 1) {  // ready when its one predecessor is done: no join
         ready[s] = op_ready_[slot_base_[s] + v] = op_done_[slot_base_[s] + boost::source(*boost::in_edges(v, *p.graph).first, *p.graph)];
         continue;
       }
