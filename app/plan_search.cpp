@@ -157,10 +157,17 @@ void expand_search(SweepSpec& s, const ojson& search, const std::string& file) {
     outside_plan = parse_outside_plan(s.base, s.base_file);
   } catch (const std::exception&) {  // each combination's whole parse says why
   }
+  // A combination is only judged: the base's annotations are not copied into each one.
+  if (outside_plan) outside_plan->annotations.clear();
+  json doc = s.base;  // every combination sets the same keys, so one document serves them all
+  std::vector<std::string> pointers;
+  std::vector<std::vector<json>> values(sp.keys.size());  // each candidate as the document's json
+  for (size_t k = 0; k < sp.keys.size(); ++k) {
+    pointers.push_back("/plan/" + sp.keys[k].first);
+    for (const ojson& v : sp.keys[k].second) values[k].push_back(json::parse(v.dump()));
+  }
   for (bool more = true; more;) {
-    json doc = s.base;
-    for (size_t k = 0; k < sp.keys.size(); ++k)
-      apply_pointer(doc, "/plan/" + sp.keys[k].first, json::parse(sp.keys[k].second[idx[k]].dump()));
+    for (size_t k = 0; k < sp.keys.size(); ++k) apply_pointer(doc, pointers[k], values[k][idx[k]]);
     ++combos;
     const std::string why = judge_plan(s, doc, sp.headroom, outside_plan);
     if (why.empty())

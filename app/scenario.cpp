@@ -237,7 +237,10 @@ class Reader {
     for (const auto& item : obj.items()) {
       bool ok = false;
       for (const char* a : allowed)
-        if (item.key() == a) ok = true;
+        if (item.key() == a) {
+          ok = true;
+          break;
+        }
       if (!ok) {
         std::vector<std::string> names(allowed.begin(), allowed.end());
         fail(child(path, item.key()), "unknown key (expected one of: " + join(names, ", ") + ")");
@@ -322,24 +325,26 @@ class Reader {
  private:
   int enum_index(const json& obj, const std::string& path, const std::string& key,
                  const std::vector<std::string>& allowed, int dflt) const {
-    std::vector<std::string> q;
-    for (const std::string& a : allowed) q.push_back(quoted(a));
-    const std::string what = "one of " + join(q, ", ");
+    auto what = [&allowed] {  // the accepted words, written only for a message (a sweep reads many plans)
+      std::vector<std::string> q;
+      for (const std::string& a : allowed) q.push_back(quoted(a));
+      return "one of " + join(q, ", ");
+    };
     const json* v = find(obj, key);
     if (!v) {
       if (dflt >= 0) return dflt;
-      fail(child(path, key), "missing (expected " + what + ")");
+      fail(child(path, key), "missing (expected " + what() + ")");
     }
     std::string vpath = child(path, key);
     if (v->is_object()) {  // an annotated choice
-      v = &annotated(*v, vpath, what);
+      v = &annotated(*v, vpath, what());
       vpath = child(vpath, "value");
     }
-    if (!v->is_string()) fail(vpath, "expected " + what + ", got " + describe(*v));
-    const std::string s = v->get<std::string>();
+    if (!v->is_string()) fail(vpath, "expected " + what() + ", got " + describe(*v));
+    const std::string& s = v->get_ref<const std::string&>();
     for (size_t i = 0; i < allowed.size(); ++i)
       if (s == allowed[i]) return static_cast<int>(i);
-    fail(vpath, "expected " + what + ", got " + quoted(s));
+    fail(vpath, "expected " + what() + ", got " + quoted(s));
   }
 
  public:

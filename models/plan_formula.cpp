@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <utility>
@@ -216,6 +217,14 @@ const std::vector<std::vector<PipelineItem>>& PlanFormula::orders(const Parallel
   return orders_[key] = std::move(order);
 }
 
+// Per stage: when its last item ended, when its last send arrived, how long its items waited for
+// their input (forward, backward): a receive's wait, communication in the breakdown; and how much
+// of a backward item's receive (its wait and its all-gather) a forward send still in flight covers
+// (the graph's breakdown gives an instant of both to forward communication).
+struct PlanFormula::PipelineEnds {
+  std::vector<double> last_item_end_s, last_send_end_s, wait_forward_s, wait_backward_s, send_over_receive_s;
+};
+
 namespace {
 
 // Per model chunk (virtual stage), one micro-batch's forward and backward item on its device.
@@ -247,13 +256,8 @@ ChunkItems chunk_items(const LayerShapeCosts& c, int layers, const ParallelPlan&
   return it;
 }
 
-// Per stage: when its last item ended, when its last send arrived, how long its items waited for
-// their input (forward, backward): a receive's wait, communication in the breakdown; and how much
-// of a backward item's receive (its wait and its all-gather) a forward send still in flight covers
-// (the graph's breakdown gives an instant of both to forward communication).
-struct PipelineEnds {
-  std::vector<double> last_item_end_s, last_send_end_s, wait_forward_s, wait_backward_s, send_over_receive_s;
-};
+using PipelineEnds = PlanFormula::PipelineEnds;
+
 
 // The schedule's items, each at max(its device free, its input's arrival) for its item's seconds;
 // a sent activation or gradient arrives the send's seconds after the sender's item ends.
@@ -272,9 +276,19 @@ PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const Chu
   PipelineEnds e{std::vector<double>(p, 0), std::vector<double>(p, 0), std::vector<double>(p, 0),
                  std::vector<double>(p, 0), std::vector<double>(p, 0)};
   std::vector<double> send_until(p, 0);  // the end of the stage's last forward send
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int s = 0; s < p; ++s)
+  // Each stage runs its items until one's input has not arrived; a stage is taken up again once an
+  // item of a neighbour has sent it an input. Every item's times depend only on its stage's earlier
+  // items and its input, so the order in which stages are taken up changes nothing.
+  std::vector<int> work;
+  std::vector<char> queued(p, 1);
+  for (int s = p - 1; s >= 0; --s) work.push_back(s);
+  auto wake = [&](int s) {
+    if (!queued[s]) queued[s] = 1, work.push_back(s);
+  };
+  while (!work.empty()) {
+    const int s = work.back();
+    work.pop_back();
+    queued[s] = 0;
       for (; next[s] < order[s].size(); ++next[s]) {
         const PipelineItem& x = order[s][next[s]];
         const int vs = x.chunk * p + s;
@@ -289,11 +303,10 @@ PipelineEnds run_schedule(const ParallelPlan& plan, int micro_batches, const Chu
         const double end = start + (x.forward ? it.forward_s[vs] : it.backward_s[vs]);
         send_until[s] = x.forward && vs < V - 1 ? end + send_forward_s[s] : 0;
         free_s[s] = end;
-        if (x.forward && vs < V - 1) fwd_in[cell + 1] = end + send_forward_s[s];
-        if (!x.forward && vs > 0) bwd_in[cell - 1] = end + send_backward_s[s];
+        if (x.forward && vs < V - 1) fwd_in[cell + 1] = end + send_forward_s[s], wake((vs + 1) % p);
+        if (!x.forward && vs > 0) bwd_in[cell - 1] = end + send_backward_s[s], wake((vs - 1) % p);
         if ((x.forward && vs < V - 1) || (!x.forward && vs > 0))
           e.last_send_end_s[s] = std::max(e.last_send_end_s[s], end + (x.forward ? send_forward_s[s] : send_backward_s[s]));
-        progress = true;
       }
   }
   for (int s = 0; s < p; ++s) {
@@ -430,7 +443,19 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
   const ChunkItems it = chunk_items(c, m.total_layers(), plan, g3);
   std::vector<double> receive_b;
   for (int s = 0; s < p; ++s) receive_b.push_back(c.receive_backward_s + (plan.recompute == Recompute::full ? 0 : g3[s]));
-  const PipelineEnds ends = run_schedule(plan, mb, it, orders(plan), receive_b, send_forward_s, send_backward_s);
+  // The schedule's ends depend only on these inputs: plans that differ only in their ZeRO stage 0-2
+  // or data-parallel tail share them (kept per exact input, so the result is the same number).
+  std::vector<double> inputs{double(plan.schedule), double(p), double(mb), double(plan.virtual_stages)};
+  for (const std::vector<double>* v : std::initializer_list<const std::vector<double>*>{
+           &it.forward_s, &it.backward_s, &receive_b, &send_forward_s, &send_backward_s})
+    inputs.insert(inputs.end(), v->begin(), v->end());
+  auto known = schedule_ends_.find(inputs);
+  if (known == schedule_ends_.end())
+    known = schedule_ends_
+                .emplace(std::move(inputs), std::make_shared<const PipelineEnds>(run_schedule(
+                                             plan, mb, it, orders(plan), receive_b, send_forward_s, send_backward_s)))
+                .first;
+  const PipelineEnds& ends = *known->second;
   FormulaEstimate out;
   std::vector<StageTail> tails;
   const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas();

@@ -98,6 +98,7 @@ class PlanFormula {
                                const ParallelPlan& plan);
 
   struct Placed;  // one pipeline x data-parallel placement's groups and costs
+  struct PipelineEnds;  // a schedule's per-stage ends (plan_formula.cpp)
 
  private:
   const Network& net_;
@@ -110,6 +111,8 @@ class PlanFormula {
   // Per (schedule, pipeline, micro-batches, virtual stages): each stage's pipeline_order, shared by
   // the plans that differ only in their layer shape, data-parallel size or ZeRO stage.
   std::map<std::array<int, 4>, std::vector<std::vector<PipelineItem>>> orders_;
+  // The schedule's ends per exact input (schedule, p, m, v, the items' and sends' seconds).
+  std::map<std::vector<double>, std::shared_ptr<const PipelineEnds>> schedule_ends_;
   Placed& placed(const std::string& key, const ParallelPlan& plan);
   const std::vector<std::vector<PipelineItem>>& orders(const ParallelPlan& plan);
 };

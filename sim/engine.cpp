@@ -42,6 +42,23 @@ void Replay::release_run_state() {
   syncs_ = std::vector<PendingSync>();
 }
 
+// The ops of a merged compute run (task_graph.cpp, merge_compute_runs) share their run's task:
+// each one's ready and end times are rebuilt as the run's timer date was summed, op by op.
+void Replay::fill_merged_times(size_t s, SimulatedRank& sr) const {
+  const ProgramInfo& p = prog(static_cast<int>(s));
+  const double factor = net_.compute_factor(w_.node_of_rank[fold_.slot_rank[s]]);
+  for (size_t v = 0; v < sr.ops.size(); ++v) {
+    if (p.merged[v] || p.merged_next[v] < 0) continue;
+    double t = sr.ops[v].ready_s;
+    for (int u = static_cast<int>(v); u >= 0; u = p.merged_next[u]) {
+      sr.ops[u].ready_s = t;
+      const double seconds = p.op_seconds[u] * factor;
+      if (seconds > 0) t = t + seconds;
+      if (p.merged_next[u] >= 0) sr.ops[u].end_s = t;  // the last one's is its task's end
+    }
+  }
+}
+
 SimResult Replay::collect_result() {
   SimResult res;
   res.fidelity = fid_;
@@ -66,6 +83,7 @@ SimResult Replay::collect_result() {
       sr.ops[v].ready_s = tasks_[op_ready_[base + v]].end_s;
       sr.ops[v].end_s = tasks_[op_done_[base + v]].end_s;
     }
+    fill_merged_times(s, sr);
     res.ranks.push_back(std::move(sr));
   }
   stats_.simulated_ranks = static_cast<long>(fold_.slot_rank.size());

@@ -65,6 +65,10 @@ struct ProgramInfo {
   std::unordered_map<long, OpId> send_by_tag;
   std::map<std::pair<const GroupTable*, int>, OpId> collective_by_seq;  // (table, collective_seq) -> op
   bool compute_chain = false;         // see compute_ops_form_a_chain()
+  // A compute chain's runs (see merge_compute_runs()): merged_next[u] is the compute op whose
+  // work continues op u's in the same task (-1: none), merged[v] that v continues its predecessor's.
+  std::vector<int> merged_next;
+  std::vector<char> merged;
 };
 
 // One rank's side of an exhaustive collective.
@@ -218,6 +222,9 @@ class Replay {
   void expand_send(int s, OpId v, const TransferWork& t, int ready);
   void resolve_recv(const PendingRecv& p);
   static bool compute_ops_form_a_chain(const StepGraph& g);
+  static void merge_compute_runs(ProgramInfo& p);
+  double compute_end_s(const Task& task, double start_s) const;
+  void fill_merged_times(size_t s, SimulatedRank& sr) const;
   int flow_task(int src_ep, int dst_ep, double bytes, double delay_s);
   int folded_flow(int slot, const std::vector<int>& route, double bytes, double delay_s);
   int folded_run_flow(int slot, const FoldedRun& run, int prev);

@@ -82,17 +82,22 @@ void Replay::launch(int t) {
     start_side(task.ref);
     return;
   }
+  if (task.kind == Task::compute && slot_compute_as_delay_[task.ref]) {
+    const double now_s = sg4::Engine::get_clock(), end_s = compute_end_s(task, now_s);
+    if (end_s == now_s) {
+      complete(t);
+      return;
+    }
+    task.parts = 1;
+    simgrid::kernel::timer::Timer::set(end_s, [this, t]() { part_done(t); });
+    stats_.compute_activities++;
+    return;
+  }
   const double seconds = task.kind == Task::compute ? compute_s(task) : 0;
   FlowInfo* flow = task.kind == Task::flow ? &flow_of(t) : nullptr;
   if (task.kind == Task::join || (task.kind == Task::compute && seconds <= 0) ||
       (flow && flow->amount <= 0 && flow->delay_s <= 0)) {
     complete(t);
-    return;
-  }
-  if (task.kind == Task::compute && slot_compute_as_delay_[task.ref]) {
-    task.parts = 1;
-    start_delay(t, seconds);
-    stats_.compute_activities++;
     return;
   }
   if (task.kind == Task::compute) {
@@ -147,6 +152,18 @@ bool Replay::join_open_comm(int t, const FlowInfo& flow) {
   live_flows_[-1 - open_tail_].next_in_comm = t;
   open_tail_ = t;
   return true;
+}
+
+// A compute task of a chain started at start_s: its end, op after op of its run, each op's end
+// its start plus its seconds (a timer at that date, as one task per op had), a free op's its start.
+double Replay::compute_end_s(const Task& task, double start_s) const {
+  const ProgramInfo& p = prog(task.ref);
+  const double factor = net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
+  for (int v = task.op; v >= 0; v = p.merged_next[v]) {
+    const double seconds = p.op_seconds[v] * factor;
+    if (seconds > 0) start_s = start_s + seconds;
+  }
+  return start_s;
 }
 
 void Replay::start_delay(int t, double seconds) {

@@ -1,5 +1,6 @@
-// The task DAG of one step: each simulated rank's ops become tasks (a join per op once its
-// predecessors are done, a compute task, the flows of a transfer or collective), op id by op id
+// The task DAG of one step: each simulated rank's ops become tasks (a join per op with several
+// predecessors or none, done once they are; an op with one predecessor is ready when that one's
+// task is done; a compute task, the flows of a transfer or collective), op id by op id
 // over every slot (op 0 of every slot, then op 1, ...; op ids are per program, so each slot's
 // ops sit at their own offset in op_ready_ / op_done_).
 //
@@ -64,6 +65,25 @@ bool Replay::compute_ops_form_a_chain(const StepGraph& g) {
   return true;
 }
 
+// In a compute chain, a compute op v whose one predecessor is the compute op u, u's one
+// successor, starts when u ends and nothing else waits for u: the two run as one task (one
+// timer of their summed seconds), v's end computed from u's as the engine would have (see
+// compute_end_s). Runs of such ops merge whole, so a layer's kernels between two collectives
+// are one task, not a join and a compute task each.
+void Replay::merge_compute_runs(ProgramInfo& p) {
+  const StepGraph& g = *p.graph;
+  p.merged_next.assign(p.n_ops, -1);
+  p.merged.assign(p.n_ops, 0);
+  if (!p.compute_chain) return;
+  for (OpId v = 0; v < p.n_ops; ++v) {
+    if (!g[v].is_compute() || boost::in_degree(v, g) != 1) continue;
+    const OpId u = boost::source(*boost::in_edges(v, g).first, g);
+    if (!g[u].is_compute() || boost::out_degree(u, g) != 1) continue;
+    p.merged_next[u] = static_cast<int>(v);
+    p.merged[v] = 1;
+  }
+}
+
 void Replay::prepare_program(int index) {
   ProgramInfo& p = programs_[index];
   if (p.graph) return;
@@ -96,6 +116,7 @@ void Replay::prepare_program(int index) {
       }
     }
   }
+  merge_compute_runs(p);
 }
 
 std::string Replay::describe_op(int slot, OpId v) const {
@@ -141,7 +162,9 @@ void Replay::prepare_slots() {
 void Replay::expand_op(int s, OpId v, int ready) {
   const ProgramInfo& p = prog(s);
   const Op& op = (*p.graph)[v];
-  if (op.is_compute()) {
+  if (p.merged[v]) {  // its run's task (ready is that task too: see build)
+    op_done_[slot_base_[s] + v] = ready;
+  } else if (op.is_compute()) {
     const int t = new_task(Task::compute);
     tasks_[t].ref = s;
     tasks_[t].op = static_cast<int>(v);
@@ -177,6 +200,10 @@ void Replay::build() {
     for (size_t s = 0; s < slots; ++s) {
       const ProgramInfo& p = prog(static_cast<int>(s));
       if (v >= p.n_ops) continue;
+      if (boost::in_degree(v, *p.graph) == 1) {  // ready when its one predecessor is done: no join
+        ready[s] = op_ready_[slot_base_[s] + v] = op_done_[slot_base_[s] + boost::source(*boost::in_edges(v, *p.graph).first, *p.graph)];
+        continue;
+      }
       const int j = new_task(Task::join);
       auto in = boost::in_edges(v, *p.graph);
       for (auto e = in.first; e != in.second; ++e) edge(op_done_[slot_base_[s] + boost::source(*e, *p.graph)], j);

@@ -377,6 +377,34 @@ TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
   CHECK(res.stats.flows == 0);
 }
 
+// A run of compute ops, each the one successor of the one before, is one timer of their summed
+// seconds; each op's ready and end times are still its own (1 s, 2 s, a free op, 0.5 s).
+TEST_CASE("cost model sim: a run of chained GEMM ops is one compute activity with each op's times") {
+  const double P = 2e12, e = 0.8, per_s = P * e;
+  Workload w;
+  w.rank_count = 1;
+  w.node_of_rank = {0};
+  w.class_of_rank = {0};
+  auto gemm = [&](const char* name, double seconds, std::vector<OpId> deps) {
+    return add_op(w.programs[0], Op{name, "gemm", Phase::forward, ComputeWork{Kernel::gemm, Precision::fp32, seconds * per_s, 0, {}}},
+                  deps);
+  };
+  const OpId a = gemm("a", 1, {});
+  const OpId b = gemm("b", 2, {a});
+  const OpId c = gemm("c", 0, {b});
+  gemm("d", 0.5, {c});
+  const test::StarNetwork net(1, kB, kL);
+  const RooflineCostModel cost = test_cost_model();
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
+  CHECK(res.stats.compute_activities == 1);
+  const double ready[] = {0, 1, 3, 3}, end[] = {1, 3, 3, 3.5};
+  for (int v = 0; v < 4; ++v) {
+    CHECK(res.ranks[0].ops[v].ready_s == doctest::Approx(ready[v]).epsilon(1e-9));
+    CHECK(res.ranks[0].ops[v].end_s == doctest::Approx(end[v]).epsilon(1e-9));
+  }
+  CHECK(res.step_time_s == doctest::Approx(3.5).epsilon(1e-9));
+}
+
 // Two compute ops that the graph does not order share the rank's compute units: the engine
 // must not take its shortcut of a delay per op (valid only when compute ops form a chain).
 TEST_CASE("cost model sim: two unordered GEMM ops share the compute units and end together") {
