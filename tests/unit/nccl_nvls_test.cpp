@@ -9,8 +9,10 @@
 #include <boost/range/iterator_range.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
+#include "app/embedded.hpp"
 #include "app/scenario.hpp"
 #include "sim/analytic.hpp"
 #include "sim/collectives.hpp"
@@ -133,6 +135,9 @@ TEST_CASE("nccl nvls tuning: an 8-GPU H100 all-reduce of 1 GiB against its close
 
 TEST_CASE("nccl nvls tuning: not offered without NVLink SHARP, nor across nodes") {
   CHECK_FALSE(comm_of(ideal_h100_nodes(1, false), 8).nvls);
+  MachineSpec no_table = ideal_h100_nodes(1);  // the switch reduces, but 2.7.5 has no NVLS
+  no_table.gpu.nccl.nvls_algorithm_bandwidth_ratio = 0;
+  CHECK_FALSE(comm_of(no_table, 8).nvls);
   CHECK(nccl_choose(ideal_h100_nodes(1, false).gpu.nccl, kAR, comm_of(ideal_h100_nodes(1, false), 8), kGiB, false)
             .algorithm == NcclTuning::ring);
   CHECK_FALSE(comm_of(ideal_h100_nodes(2), 16).nvls);
@@ -148,4 +153,31 @@ TEST_CASE("nccl nvls sim: the tuned 1 GiB all-reduce on one node, folded the sam
 
 TEST_CASE("nccl nvls sim: the tuned 1 GiB all-reduce on one node, analytic the same") {
   CHECK(simulated_1GiB(Fidelity::folded, true) == doctest::Approx(kSimulated).epsilon(1e-9));
+}
+
+// The library's nvls table and its "extends" are read as one file at the machine's path.
+TEST_CASE("nccl nvls tuning: an inline library's bad nvls value or unknown base is refused at its path") {
+  nlohmann::json lib = nlohmann::json::parse(embedded_files().at("topologies/libraries/nccl-2.7.5-nvls.json"));
+  lib["nvls"]["algorithm_bandwidth_ratio"] = 1.5;
+  nlohmann::json m = nlohmann::json::parse(embedded_files().at("topologies/machines/dgx-h100.json"));
+  m["collective_library"] = lib;
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "name": "gpt-small",
+    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
+    "training": {"seq_len": 128, "precision": "fp16"},
+    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}})");
+  j["machine"] = m;
+  auto refused_at = [&]() -> std::string {
+    try {
+      (void)parse_scenario(j.dump(), "n.json");
+    } catch (const ScenarioError& e) {
+      return e.json_path();
+    }
+    return "";
+  };
+  CHECK(refused_at() == "/machine/collective_library/nvls/algorithm_bandwidth_ratio");
+  lib["nvls"]["algorithm_bandwidth_ratio"] = 0.5;
+  lib["extends"] = "nccl-0.0";
+  j["machine"]["collective_library"] = lib;
+  CHECK(refused_at() == "/machine/collective_library/extends");
 }
