@@ -551,8 +551,9 @@ json collective_protocols(const Prediction& p) {
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<CollectiveWork>(&g[v].work))
       if (*c->protocol)  // the Tree's as "Tree/<protocol>"; the ring's by protocol alone
-        by_role[c->group_role][c->algorithm == CollectiveAlgorithm::tree ? std::string("Tree/") + c->protocol
-                                                                         : std::string(c->protocol)]++;
+        by_role[c->group_role][c->algorithm == CollectiveAlgorithm::tree   ? std::string("Tree/") + c->protocol
+                               : c->algorithm == CollectiveAlgorithm::nvls ? std::string("NVLS/") + c->protocol
+                                                                           : std::string(c->protocol)]++;
   json out = json::object();
   for (const auto& [role, counts] : by_role) out[role] = counts;
   return out;

@@ -27,7 +27,7 @@ void check_algorithm(CollectiveKind kind, CollectiveAlgorithm algorithm, int n, 
   switch (kind) {
     case CollectiveKind::all_reduce:
       ok = any || algorithm == A::hierarchical || algorithm == A::rabenseifner || algorithm == A::recursive_doubling ||
-           algorithm == A::tree;
+           algorithm == A::tree || algorithm == A::nvls;
       break;
     case CollectiveKind::reduce_scatter: ok = any || algorithm == A::rabenseifner || algorithm == A::pairwise; break;
     case CollectiveKind::all_gather: ok = any || algorithm == A::recursive_doubling; break;
@@ -59,6 +59,10 @@ CollectiveSchedule::CollectiveSchedule(CollectiveKind kind, CollectiveAlgorithm 
   }
   if (n_ == 1) {
     steps_ = 0;
+    return;
+  }
+  if (algorithm == CollectiveAlgorithm::nvls) {
+    steps_ = 1;
     return;
   }
   if (algorithm == CollectiveAlgorithm::torus_2d) {
@@ -148,6 +152,14 @@ void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   }
   if (algorithm_ == CollectiveAlgorithm::multi_ring) {
     multi_ring_step(m, out);
+    return;
+  }
+  if (algorithm_ == CollectiveAlgorithm::nvls) {  // the switch's link loads as flows to every other member
+    for (int p = 0; p < n_; ++p)
+      if (p != m) {
+        out.sends.push_back({p, nvls_flow_bytes()});
+        out.recv_from.push_back(p);
+      }
     return;
   }
   if (halving_doubling()) {
@@ -266,6 +278,8 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
   const double chunk = bytes_ / n_;
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct)
     return alpha_s + (n_ - 1) * chunk / beta_Bps;  // the sender's link carries n-1 chunks at once
+  if (algorithm_ == CollectiveAlgorithm::nvls)  // each link carries B (n+1)/n at once
+    return alpha_s + (n_ - 1) * nvls_flow_bytes() / beta_Bps;
   if (algorithm_ == CollectiveAlgorithm::torus_2d) {
     const int L = block_, D = n_ / L;
     // a step's two halves travel on distinct links at once (a ring of two: one whole share)

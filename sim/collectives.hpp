@@ -32,6 +32,14 @@
 //    depth d (0: the root) sends chunk i to its children in step R + i + d. 2 (C + H - 1) steps; a
 //    step's sends to one peer (all the channels a member passes on to it) are one flow: (2L - 2)
 //    chunks to the next member of the chain, one per tree channel it heads across the network.
+//  * nvls (all-reduce; NCCL >= 2.17's NVLS on an NVSwitch with NVLink SHARP, one node): every member
+//    reads its 1/n share reduced by the switch (multimem.ld_reduce: the switch pulls the share from
+//    all n members, so a member's link to the switch sends B and receives B/n) and writes it back
+//    with a multicast store (sends B/n, receives the n shares, B); NCCL pipelines the two, so each
+//    link carries B (n+1)/n each way at once (search.cc's NVLS graph charges (n+1) x the channel's
+//    bandwidth on every GPU's link). On the non-blocking switch of a gpu_cluster node (a flow from a
+//    to b crosses nvlink_up(a), nvlink_down(b)) the same link loads are one step in which every
+//    member sends B (n+1) / (n (n-1)) to each of the n-1 others: time B (n+1)/n / NVLink;
 //  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
 //  * direct all-to-all, one step: every chunk at once;
 //  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise
@@ -133,6 +141,7 @@ class CollectiveSchedule {
   void tree_sends(int m, int k, std::vector<CollectiveStep::Send>& out) const;
   void tree_step(int m, int k, CollectiveStep& out) const;
   double tree_chunk_bytes() const { return bytes_ / (2.0 * block_) / chunks_; }
+  double nvls_flow_bytes() const { return bytes_ * (n_ + 1) / n_ / (n_ - 1); }
 
   struct NodeTree {  // one of the two binary trees over the D nodes
     std::vector<int> parent, height, depth;

@@ -30,6 +30,7 @@ const char* to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::rabenseifner: return "rabenseifner";
     case CollectiveAlgorithm::recursive_doubling: return "recursive_doubling";
     case CollectiveAlgorithm::tree: return "tree";
+    case CollectiveAlgorithm::nvls: return "nvls";
   }
   return "?";
 }

@@ -23,7 +23,7 @@ enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, all_to_all }
 // tree (all-reduce): NCCL's double binary tree (a chain in each node, two complementary binary
 // trees over the nodes), pipelined in chunks (see collectives.hpp).
 enum class CollectiveAlgorithm { ring, pairwise, direct, hierarchical, torus_2d, multi_ring, rabenseifner, recursive_doubling,
-                                 tree };
+                                 tree, nvls };
 
 const char* to_string(Phase p);
 const char* to_string(CollectiveKind k);

@@ -209,7 +209,16 @@ void read_collective_library(const MachineReader& r, const nlohmann::json& m, co
              "expected no step latency beside a collective_library (its tables give them)");
   r.read_named_file(m.at("collective_library"), p, "topologies/libraries/", "collective library",
                     [&](const MachineReader& lr, const nlohmann::json& doc, const std::string& dp) {
-                      read_nccl_tuning(lr, doc, dp, g.nccl);
+                      if (!MachineReader::has(doc, "extends")) return read_nccl_tuning(lr, doc, dp, g.nccl);
+                      // "extends": another library file by name, whose keys this one's replace
+                      lr.read_named_file(doc.at("extends"), MachineReader::key_path(dp, "extends"),
+                                         "topologies/libraries/", "collective library",
+                                         [&](const MachineReader&, const nlohmann::json& base, const std::string&) {
+                                           nlohmann::json merged = base;  // read as one file at this one's path
+                                           for (const auto& [key, value] : doc.items())
+                                             if (key != "extends") merged[key] = value;
+                                           read_nccl_tuning(lr, merged, dp, g.nccl);
+                                         });
                     });
 }
 
@@ -220,7 +229,7 @@ void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, c
                {"name", "family", "description", "nodes", "gpus_per_node", "gpus_per_nic", "device", "nvlink_Bps",
                 "nvlink_latency_s", "nic_Bps", "fat_tree", "link_latency_s", "host_link_Bps", "host_memory_Bps",
                 "checkpoint_write_Bps", "nvlink_step_latency_s", "network_step_latency_s", "collective_library",
-                "sources"});
+                "nvlink_sharp", "sources"});
   r.check_checkpoint_write_Bps(m, path);
   GpuClusterSpec& g = s.gpu;
   g.nodes = r.required_int(m, path, "nodes");
@@ -233,6 +242,7 @@ void read_gpu_cluster_machine(const MachineReader& r, const nlohmann::json& m, c
   r.read_device(m, path, s);
   g.nvlink_Bps = r.required_ranged(m, path, "nvlink_Bps", kLinkBandwidthRange);
   g.nvlink_latency_s = r.required_ranged(m, path, "nvlink_latency_s", kLatencyRange);
+  if (MachineReader::has(m, "nvlink_sharp")) g.nvlink_sharp = r.required_annotated_bool(m, path, "nvlink_sharp");
   g.nic_Bps = r.required_ranged(m, path, "nic_Bps", kLinkBandwidthRange);
   read_fat_tree(r, m, path, g);
   s.link_latency_s = r.required_ranged(m, path, "link_latency_s", kLatencyRange);

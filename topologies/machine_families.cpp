@@ -36,6 +36,7 @@ nlohmann::json machine_report_json(const MachineSpec& m) {
     j["gpus_per_nic"] = g.gpus_per_nic;
     j["nvlink_Bps"] = g.nvlink_Bps;
     j["nvlink_latency_s"] = g.nvlink_latency_s;
+    if (g.nvlink_sharp) j["nvlink_sharp"] = true;
     j["nic_Bps"] = g.nic_Bps;
     j["fat_tree"] = {{"nodes_per_leaf_group", g.nodes_per_leaf_group},
                      {"leaf_groups_per_spine_group", g.leaf_groups_per_spine_group},

@@ -17,7 +17,7 @@ namespace exasim {
 // algorithm and protocol of each collective with. Indexes: algorithm [tree, ring], protocol
 // [LL, LL128, Simple], hop [NVLink, network]; latencies in seconds, bandwidths in B/s.
 struct NcclTuning {
-  static constexpr int tree = 0, ring = 1;
+  static constexpr int tree = 0, ring = 1, nvls = 2;  // nvls: NCCL_ALGO_NVLS (its own fields below)
   static constexpr int ll = 0, ll128 = 1, simple = 2;
   static constexpr int nvlink = 0, network = 1;
   std::string name;                 // "" : no library model (the machine's step latencies alone)
@@ -42,6 +42,11 @@ struct NcclTuning {
   std::vector<std::string> compute_capability_80_devices;
   double compute_capability_80_max_bus_Bps = 0;
   double compute_capability_80_tree_ll128_max_bus_Bps[2] = {};  // up to 2 nodes, more nodes
+  // NVLS (NCCL >= 2.17, Simple only; the library's optional "nvls" table): its latency in one node
+  // (hwLat[NVLINK][NVLS][Simple]; baseLat is 0) and the bus-to-algorithm bandwidth ratio (5/6).
+  // nvls_algorithm_bandwidth_ratio 0: the library has no NVLS.
+  double nvls_nvlink_latency_s = 0;
+  double nvls_algorithm_bandwidth_ratio = 0;
 };
 
 // GPU nodes (NVLink/NVSwitch inside, one NIC per rail) on a fat tree of leaf and spine groups
@@ -52,6 +57,7 @@ struct GpuClusterSpec {
   int gpus_per_nic = 1;                 // GPUs that share one NIC (rail)
   double nvlink_Bps = 0;                // per GPU per direction into the node's NVSwitch
   double nvlink_latency_s = 0;
+  bool nvlink_sharp = false;            // the NVSwitch reduces in the network (NVLink SHARP: NCCL's NVLS)
   double nic_Bps = 0;                   // per NIC per direction
   int nodes_per_leaf_group = 0;         // e.g. Selene's scalable unit
   int leaf_groups_per_spine_group = 0;  // leaf groups joined by one spine group

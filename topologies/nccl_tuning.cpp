@@ -28,7 +28,9 @@ int ring_steps(CollectiveKind kind, int n) { return kind == CollectiveKind::all_
 
 }  // namespace
 
-const char* nccl_algorithm_name(int algorithm) { return algorithm == NcclTuning::tree ? "Tree" : "Ring"; }
+const char* nccl_algorithm_name(int algorithm) {
+  return algorithm == NcclTuning::tree ? "Tree" : algorithm == NcclTuning::nvls ? "NVLS" : "Ring";
+}
 
 const char* nccl_protocol_name(int protocol) {
   return protocol == NcclTuning::ll ? "LL" : protocol == NcclTuning::ll128 ? "LL128" : "Simple";
@@ -37,6 +39,8 @@ const char* nccl_protocol_name(int protocol) {
 // ncclTopoTuneModel's "various model refinements" of the bus bandwidth (2.7.5), compute capability
 // 8.0's cap first (235 GB/s) and its own Tree/LL128 maxTreeBw.
 double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm) {
+  if (algorithm == NcclTuning::nvls)
+    return protocol == NcclTuning::simple && comm.nvls ? comm.bus_Bps * comm.ranks / (comm.ranks + 1.0) : 0;
   if (protocol == NcclTuning::ll128 && !comm.ll128_enabled) return 0;
   double bus = comm.bus_Bps;
   if (comm.compute_capability_80) bus = std::min(bus, t.compute_capability_80_max_bus_Bps);
@@ -61,6 +65,7 @@ double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int
 }
 
 double nccl_latency_s(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm) {
+  if (algorithm == NcclTuning::nvls) return t.nvls_nvlink_latency_s;
   double intra = t.hw_latency_s[NcclTuning::nvlink][algorithm][protocol];
   const double inter = t.hw_latency_s[NcclTuning::network][algorithm][protocol];
   if (comm.nodes > 1 && protocol == NcclTuning::ll) intra *= t.ll_intra_latency_factor;
@@ -79,8 +84,9 @@ NcclCost nccl_cost(const NcclTuning& t, CollectiveKind kind, int algorithm, int 
   NcclCost c;
   c.algorithm = algorithm;
   c.protocol = protocol;
-  const double ratio =
-      algorithm == NcclTuning::ring ? static_cast<double>(comm.ranks) / ring_steps(kind, comm.ranks) : 0.5;
+  const double ratio = algorithm == NcclTuning::ring   ? static_cast<double>(comm.ranks) / ring_steps(kind, comm.ranks)
+                       : algorithm == NcclTuning::nvls ? t.nvls_algorithm_bandwidth_ratio
+                                                       : 0.5;
   c.bandwidth_Bps = nccl_bus_Bps(t, kind, algorithm, protocol, comm) * ratio;
   c.latency_s = nccl_latency_s(t, kind, algorithm, protocol, comm);
   if (c.bandwidth_Bps <= 0) return c;  // time -1: not available
@@ -97,8 +103,9 @@ NcclCost nccl_cost(const NcclTuning& t, CollectiveKind kind, int algorithm, int 
 NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommunicator& comm, double bytes,
                      bool tree_simulated) {
   NcclCost best;
-  for (int a : {NcclTuning::tree, NcclTuning::ring}) {
+  for (int a : {NcclTuning::tree, NcclTuning::ring, NcclTuning::nvls}) {  // NCCL's order of its algorithms
     if (a == NcclTuning::tree && (!tree_simulated || kind != CollectiveKind::all_reduce)) continue;
+    if (a == NcclTuning::nvls && (!comm.nvls || kind != CollectiveKind::all_reduce)) continue;
     for (int p : {NcclTuning::ll, NcclTuning::ll128, NcclTuning::simple}) {
       const NcclCost c = nccl_cost(t, kind, a, p, comm, bytes);
       if (c.time_s >= 0 && (best.time_s < 0 || c.time_s < best.time_s)) best = c;  // NCCL: the first of equal times
@@ -110,6 +117,13 @@ NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommuni
 void apply_nccl_choice(const NcclTuning& t, const NcclCost& choice, CollectiveKind kind, const NcclCommunicator& comm,
                        CollectiveWork& c) {
   const int a = choice.algorithm, p = choice.protocol;
+  c.protocol = nccl_protocol_name(p);
+  if (a == NcclTuning::nvls) {  // one step in one node: its latency alone
+    c.wire_bytes_factor = 1;
+    c.base_latency_s = 0;
+    c.within_node_step_latency_s = c.between_nodes_step_latency_s = t.nvls_nvlink_latency_s;
+    return;
+  }
   // the protocol's bandwidth relative to Simple's on the same algorithm: the flows carry bytes / it
   const double simple_Bps = nccl_bus_Bps(t, kind, a, NcclTuning::simple, comm);
   c.wire_bytes_factor = simple_Bps / nccl_bus_Bps(t, kind, a, p, comm);
@@ -117,7 +131,6 @@ void apply_nccl_choice(const NcclTuning& t, const NcclCost& choice, CollectiveKi
   const double intra = t.hw_latency_s[NcclTuning::nvlink][a][p];
   c.within_node_step_latency_s = comm.nodes > 1 && p == NcclTuning::ll ? intra * t.ll_intra_latency_factor : intra;
   c.between_nodes_step_latency_s = t.hw_latency_s[NcclTuning::network][a][p];
-  c.protocol = nccl_protocol_name(p);
 }
 
 NcclCommunicator nccl_communicator(const FatTreeNetwork& net, const MachineSpec& m, const std::vector<int>& nodes) {
@@ -137,6 +150,7 @@ NcclCommunicator nccl_communicator(const FatTreeNetwork& net, const MachineSpec&
   comm.ll128_enabled = std::find(devices.begin(), devices.end(), m.device_name) != devices.end();
   const auto& cc80 = m.gpu.nccl.compute_capability_80_devices;
   comm.compute_capability_80 = std::find(cc80.begin(), cc80.end(), m.device_name) != cc80.end();
+  comm.nvls = m.gpu.nvlink_sharp && m.gpu.nccl.nvls_algorithm_bandwidth_ratio > 0 && comm.nodes == 1;
   return comm;
 }
 
@@ -189,6 +203,12 @@ struct RoleComm {
   int tree_members_per_node = 0;  // 0: the role's groups cannot run the tree
 };
 
+bool on_one_node(const FatTreeNetwork& net, const std::vector<int>& nodes) {
+  for (int gpu : nodes)
+    if (net.machine_node_of(gpu) != net.machine_node_of(nodes[0])) return false;
+  return true;
+}
+
 }  // namespace
 
 int adopt_nccl_tuning(Workload& w, const FatTreeNetwork& net, const MachineSpec& m) {
@@ -205,6 +225,7 @@ int adopt_nccl_tuning(Workload& w, const FatTreeNetwork& net, const MachineSpec&
       const int L = tree_members_per_node(net, nodes);
       if (rc.comm.ranks == 0) rc.comm = nccl_communicator(net, m, nodes), rc.tree_members_per_node = L;
       if (L != rc.tree_members_per_node) rc.tree_members_per_node = 0;  // every group alike, or no tree
+      if (!on_one_node(net, nodes)) rc.comm.nvls = false;                // every group in one node, or no NVLS
     }
     if (rc.comm.ranks > 0) comm_of_role[role] = rc;
   }
@@ -223,6 +244,7 @@ int adopt_nccl_tuning(Workload& w, const FatTreeNetwork& net, const MachineSpec&
       if (ch == chosen.end())
         ch = chosen.emplace(key, nccl_choose(t, c->kind, rc.comm, c->bytes, rc.tree_members_per_node > 0)).first;
       apply_nccl_choice(t, ch->second, c->kind, rc.comm, *c);
+      if (ch->second.algorithm == NcclTuning::nvls) c->algorithm = CollectiveAlgorithm::nvls;
       if (ch->second.algorithm == NcclTuning::tree) {
         c->algorithm = CollectiveAlgorithm::tree;
         c->tree_members_per_node = rc.tree_members_per_node;
@@ -337,7 +359,7 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
                 "tree_bandwidth_factor", "tree_max_bus_Bps", "tree_ll_bandwidth_factor", "tree_ll128_bandwidth_factor",
                 "tree_correction", "ring_plateau_latency_factor", "ring_plateau_bytes_per_rank", "ll128_devices",
                 "tree_chunk_bytes", "compute_capability_80_devices", "compute_capability_80_max_bus_Bps",
-                "compute_capability_80_tree_ll128_max_bus_Bps"});
+                "compute_capability_80_tree_ll128_max_bus_Bps", "nvls"});
   require_text(r, doc, path, "name");
   require_text(r, doc, path, "source");
   t.name = doc.at("name").get<std::string>();
@@ -362,6 +384,12 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
              [&](int q, const nlohmann::json& tab, const std::string& p, const char* k) {
                t.tree_chunk_bytes[q] = r.required_ranged(tab, p, k, kBytesPerRankRange);
              });
+  if (MachineReader::has(doc, "nvls"))  // optional: NCCL >= 2.17's NVLS
+    read_table(r, doc, path, "nvls", {"source", "nvlink_latency_s", "algorithm_bandwidth_ratio"},
+               [&](int i, const nlohmann::json& tab, const std::string& p, const char* k) {
+                 if (i == 0) t.nvls_nvlink_latency_s = r.required_ranged(tab, p, k, kMessageOverheadRange);
+                 else t.nvls_algorithm_bandwidth_ratio = r.required_fraction(tab, p, k);
+               });
 }
 
 }  // namespace exasim

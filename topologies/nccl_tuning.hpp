@@ -39,6 +39,7 @@ struct NcclCommunicator {
   double bus_Bps = 0;         // channels x a channel's bandwidth (the graph's speed)
   bool ll128_enabled = false; // the device is one on which NCCL enables LL128 by default
   bool compute_capability_80 = false;  // every GPU an A100 (tuning.cc's compCap80: its caps apply)
+  bool nvls = false;  // NVLS offered: one node of an NVLink SHARP switch, a library that models NVLS
 };
 
 // One (algorithm, protocol) of NCCL's model for a collective: its latency, algorithm bandwidth
@@ -51,10 +52,15 @@ struct NcclCost {
   double time_s = -1;
 };
 
-const char* nccl_algorithm_name(int algorithm);  // "Tree", "Ring"
+const char* nccl_algorithm_name(int algorithm);  // "Tree", "Ring", "NVLS"
 const char* nccl_protocol_name(int protocol);    // "LL", "LL128", "Simple"
 
-// ncclTopoTuneModel's latency and bus bandwidth (before the algorithm's ratio) of one pair.
+// ncclTopoTuneModel's latency and bus bandwidth (before the algorithm's ratio) of one pair. NVLS
+// (one node): NCCL's NVLS graph has a channel per GPU, each charging its bandwidth on every GPU's
+// link to the switch and twice on its head's (search.cc ncclTopoSearchTryNvls), so a link of
+// bandwidth b carries (n + 1) channels: bus bandwidth n b / (n + 1) (NCCL's search then rounds the
+// channel's bandwidth down its speed array; not modelled); latency hwLat[NVLINK][NVLS][Simple]
+// alone (tuning.cc sets, not adds, it); algorithm bandwidth x 5/6 (the library's ratio).
 double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm);
 double nccl_latency_s(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm);
 // ncclTopoGetAlgoTime for `bytes` (NCCL's nBytes: the full buffer, as CollectiveWork::bytes).
