@@ -1,0 +1,250 @@
+#include "sim/group_flows.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace exasim {
+
+namespace {
+
+struct Flow {
+  int src = 0, dst = 0, step = 0, path = 0;
+  double remaining_bytes = 0, rate_Bps = 0, since_s = 0;
+  long version = 0;  // the finish event that is current (a rate change schedules a new one)
+  bool moving = false;
+};
+
+struct Member {
+  int step = -1, left = 0;
+  bool sent = false;
+  std::vector<int> early;  // flows of later steps that arrived before the member reached them
+};
+
+struct Event {
+  double t_s;
+  long seq;  // ties in time go in the order they were scheduled
+  int flow;
+  bool start;  // the flow's latency is over (else: its bytes are)
+  bool operator>(const Event& o) const { return t_s != o.t_s ? t_s > o.t_s : seq > o.seq; }
+};
+
+class GroupFlowSim {
+ public:
+  GroupFlowSim(const CollectiveSchedule& sch, const std::function<GroupFlowPath(int, int)>& path, double first_s)
+      : sch_(sch), path_fn_(path), first_send_delay_s_(first_s), members_(sch.group_size()),
+        end_(sch.group_size(), -1.0) {}
+
+  std::vector<double> run() {
+    for (int m = 0; m < sch_.group_size(); ++m) release(m, 0);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      if (e.start) start_moving(e.flow, e.t_s);
+      else if (flows_[e.flow].moving && flows_[e.flow].version == e.seq) finish(e.flow, e.t_s);
+    }
+    for (double t : end_)
+      if (t < 0) throw std::logic_error("group_flow_end_s: a member never reached its last step");
+    return end_;
+  }
+
+ private:
+  void release(int m, double t_s);
+  void arrived(int m, int step, double t_s);
+  void start_moving(int f, double t_s);
+  void finish(int f, double t_s);
+  void share(const std::vector<std::pair<int, double>>& seeds, double t_s);
+  void collect_component(const std::vector<std::pair<int, double>>& seeds);
+  void fill_rates();
+  int path_index(int from, int to);
+  void schedule(double t_s, int flow, bool start) {
+    const long seq = ++seq_;
+    if (!start) flows_[flow].version = seq;
+    events_.push({t_s, seq, flow, start});
+  }
+
+  const CollectiveSchedule& sch_;
+  const std::function<GroupFlowPath(int, int)>& path_fn_;
+  double first_send_delay_s_;
+  std::vector<Member> members_;
+  std::vector<double> end_;
+  std::vector<Flow> flows_;
+  std::vector<int> free_flows_;
+  std::vector<GroupFlowPath> paths_;
+  std::unordered_map<long, int> path_of_pair_;
+  std::vector<std::vector<int>> on_link_;  // moving flows per contended link
+  std::vector<double> link_Bps_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  long seq_ = 0;
+  CollectiveStep step_;
+  // share(): the component of links and flows whose rates a change can move, with scratch state
+  std::vector<int> comp_links_, comp_flows_, link_stamp_, flow_stamp_, link_count_;
+  std::vector<double> link_left_Bps_;
+  std::vector<char> fixed_;
+  int stamp_ = 0;
+};
+
+int GroupFlowSim::path_index(int from, int to) {
+  const long key = static_cast<long>(from) * sch_.group_size() + to;
+  auto [it, fresh] = path_of_pair_.try_emplace(key, static_cast<int>(paths_.size()));
+  if (!fresh) return it->second;
+  paths_.push_back(path_fn_(from, to));
+  for (const auto& [id, bw] : paths_.back().links) {
+    if (id < 0) throw std::invalid_argument("group_flow_end_s: a negative link id");
+    if (static_cast<size_t>(id) >= link_Bps_.size()) {
+      link_Bps_.resize(id + 1, 0.0);
+      on_link_.resize(id + 1);
+      link_stamp_.resize(id + 1, 0);
+      link_count_.resize(id + 1, 0);
+      link_left_Bps_.resize(id + 1, 0.0);
+    }
+    link_Bps_[id] = bw;
+  }
+  return it->second;
+}
+
+// Member m's next steps from t_s: their flows created, each starting after its latency; steps
+// with nothing left to wait for pass at once.
+void GroupFlowSim::release(int m, double t_s) {
+  for (;;) {
+    Member& me = members_[m];
+    const int k = ++me.step;
+    sch_.step(m, k, step_);
+    int sends = 0;
+    for (const auto& snd : step_.sends) sends += snd.bytes > 0 ? 1 : 0;
+    const double delay_s = sends > 0 && !me.sent ? first_send_delay_s_ : 0.0;
+    me.sent |= sends > 0;
+    for (const auto& snd : step_.sends) {
+      if (snd.bytes <= 0) continue;
+      int f;
+      if (free_flows_.empty()) f = static_cast<int>(flows_.size()), flows_.emplace_back();
+      else f = free_flows_.back(), free_flows_.pop_back();
+      const int p = path_index(m, snd.peer);
+      Flow& fl = flows_[f];
+      fl.src = m, fl.dst = snd.peer, fl.step = k, fl.path = p;
+      fl.remaining_bytes = snd.bytes, fl.rate_Bps = 0, fl.moving = false;
+      schedule(t_s + delay_s + paths_[p].latency_s, f, true);
+    }
+    Member& me2 = members_[m];
+    me2.left = sends + static_cast<int>(step_.recv_from.size());
+    if (!me2.early.empty()) {
+      me2.left -= me2.early.front();
+      me2.early.erase(me2.early.begin());
+    }
+    if (me2.left < 0 || (me2.left == 0 && sends > 0))
+      throw std::logic_error("group_flow_end_s: a step received more flows than it expects");
+    if (me2.left > 0) return;
+    if (k + 1 >= sch_.step_count()) {
+      end_[m] = t_s;
+      return;
+    }
+  }
+}
+
+void GroupFlowSim::arrived(int m, int step, double t_s) {
+  Member& me = members_[m];
+  if (step > me.step) {
+    const size_t j = static_cast<size_t>(step - me.step - 1);
+    if (me.early.size() <= j) me.early.resize(j + 1, 0);
+    me.early[j]++;
+    return;
+  }
+  if (--me.left > 0) return;
+  if (me.step + 1 < sch_.step_count()) release(m, t_s);
+  else end_[m] = t_s;
+}
+
+void GroupFlowSim::start_moving(int f, double t_s) {
+  Flow& fl = flows_[f];
+  fl.moving = true;
+  fl.since_s = t_s;
+  const GroupFlowPath& p = paths_[fl.path];
+  for (const auto& [id, bw] : p.links) on_link_[id].push_back(f);
+  if (!p.links.empty()) return share(p.links, t_s);
+  fl.rate_Bps = p.bandwidth_Bps;
+  schedule(t_s + fl.remaining_bytes / fl.rate_Bps, f, false);
+}
+
+void GroupFlowSim::finish(int f, double t_s) {
+  Flow& fl = flows_[f];
+  fl.moving = false;
+  const int src = fl.src, dst = fl.dst, step = fl.step;
+  const GroupFlowPath& p = paths_[fl.path];
+  for (const auto& [id, bw] : p.links) {
+    auto& on = on_link_[id];
+    on.erase(std::find(on.begin(), on.end(), f));
+  }
+  free_flows_.push_back(f);
+  if (!p.links.empty()) share(p.links, t_s);
+  arrived(src, step, t_s);
+  arrived(dst, step, t_s);
+}
+
+// The links and moving flows connected to `seeds` through shared links.
+void GroupFlowSim::collect_component(const std::vector<std::pair<int, double>>& seeds) {
+  ++stamp_;
+  comp_links_.clear();
+  comp_flows_.clear();
+  if (flow_stamp_.size() < flows_.size()) flow_stamp_.resize(flows_.size(), 0);
+  for (const auto& [id, bw] : seeds)
+    if (link_stamp_[id] != stamp_) link_stamp_[id] = stamp_, comp_links_.push_back(id);
+  for (size_t i = 0; i < comp_links_.size(); ++i)
+    for (int f : on_link_[comp_links_[i]]) {
+      if (flow_stamp_[f] == stamp_) continue;
+      flow_stamp_[f] = stamp_;
+      comp_flows_.push_back(f);
+      for (const auto& [id, bw] : paths_[flows_[f].path].links)
+        if (link_stamp_[id] != stamp_) link_stamp_[id] = stamp_, comp_links_.push_back(id);
+    }
+}
+
+// Max-min fair rates of the component's flows (progressive filling): the most constrained link's
+// share, or a flow's own cap, fixes the flows it binds; repeat with what is left.
+void GroupFlowSim::fill_rates() {
+  for (int l : comp_links_) link_left_Bps_[l] = link_Bps_[l], link_count_[l] = static_cast<int>(on_link_[l].size());
+  fixed_.assign(comp_flows_.size(), 0);
+  size_t left = comp_flows_.size();
+  while (left > 0) {
+    double s = std::numeric_limits<double>::infinity();
+    for (int l : comp_links_)
+      if (link_count_[l] > 0) s = std::min(s, link_left_Bps_[l] / link_count_[l]);
+    for (size_t i = 0; i < comp_flows_.size(); ++i)
+      if (!fixed_[i]) s = std::min(s, paths_[flows_[comp_flows_[i]].path].bandwidth_Bps);
+    const double tie = s * (1 + 1e-12);
+    for (size_t i = 0; i < comp_flows_.size(); ++i) {
+      if (fixed_[i]) continue;
+      Flow& fl = flows_[comp_flows_[i]];
+      const GroupFlowPath& p = paths_[fl.path];
+      bool bound = p.bandwidth_Bps <= tie;
+      for (const auto& [id, bw] : p.links) bound |= link_left_Bps_[id] / link_count_[id] <= tie;
+      if (!bound) continue;
+      fixed_[i] = 1, --left;
+      fl.rate_Bps = s;
+      for (const auto& [id, bw] : p.links) link_left_Bps_[id] -= s, link_count_[id]--;
+    }
+  }
+}
+
+// A flow started or ended on `seeds` at t_s: the rates of everything connected to them change.
+void GroupFlowSim::share(const std::vector<std::pair<int, double>>& seeds, double t_s) {
+  collect_component(seeds);
+  for (int f : comp_flows_) {
+    Flow& fl = flows_[f];
+    fl.remaining_bytes = std::max(0.0, fl.remaining_bytes - fl.rate_Bps * (t_s - fl.since_s));
+    fl.since_s = t_s;
+  }
+  fill_rates();
+  for (int f : comp_flows_) schedule(t_s + flows_[f].remaining_bytes / flows_[f].rate_Bps, f, false);
+}
+
+}  // namespace
+
+std::vector<double> group_flow_end_s(const CollectiveSchedule& sch,
+                                     const std::function<GroupFlowPath(int, int)>& path,
+                                     double first_send_delay_s) {
+  return GroupFlowSim(sch, path, first_send_delay_s).run();
+}
+
+}  // namespace exasim
