@@ -13,7 +13,6 @@ namespace {
 struct Flow {
   int src = 0, dst = 0, step = 0, path = 0;
   double remaining_bytes = 0, rate_Bps = 0, since_s = 0;
-  long version = 0;  // the finish event that is current (a rate change schedules a new one)
   bool moving = false;
 };
 
@@ -23,12 +22,57 @@ struct Member {
   std::vector<int> early;  // flows of later steps that arrived before the member reached them
 };
 
-struct Event {
+struct Start {  // a flow's latency is over at t_s
   double t_s;
   long seq;  // ties in time go in the order they were scheduled
   int flow;
-  bool start;  // the flow's latency is over (else: its bytes are)
-  bool operator>(const Event& o) const { return t_s != o.t_s ? t_s > o.t_s : seq > o.seq; }
+  bool operator>(const Start& o) const { return t_s != o.t_s ? t_s > o.t_s : seq > o.seq; }
+};
+
+// Each moving flow's finish, keyed (time, seq): a binary heap indexed by flow, whose keys change in
+// place when a flow's rate does (no stale entries).
+class FinishHeap {
+ public:
+  using Key = std::pair<double, long>;
+  bool empty() const { return heap_.empty(); }
+  int top() const { return heap_[0]; }
+  const Key& key(int f) const { return key_[f]; }
+  void set(int f, const Key& k) {
+    if (static_cast<size_t>(f) >= pos_.size()) pos_.resize(f + 1, -1), key_.resize(f + 1);
+    key_[f] = k;
+    if (pos_[f] < 0) pos_[f] = static_cast<long>(heap_.size()), heap_.push_back(f);
+    up(pos_[f]);
+    down(pos_[f]);
+  }
+  void pop() {
+    const int f = heap_[0], last = heap_.back();
+    heap_.pop_back();
+    pos_[f] = -1;
+    if (heap_.empty()) return;
+    heap_[0] = last, pos_[last] = 0;
+    down(0);
+  }
+
+ private:
+  void place(long i, int f) { heap_[i] = f, pos_[f] = i; }
+  void up(long i) {
+    const int f = heap_[i];
+    for (; i > 0 && key_[f] < key_[heap_[(i - 1) / 2]]; i = (i - 1) / 2) place(i, heap_[(i - 1) / 2]);
+    place(i, f);
+  }
+  void down(long i) {
+    const int f = heap_[i];
+    const long n = static_cast<long>(heap_.size());
+    for (long c = 2 * i + 1; c < n; i = c, c = 2 * i + 1) {
+      if (c + 1 < n && key_[heap_[c + 1]] < key_[heap_[c]]) ++c;
+      if (!(key_[heap_[c]] < key_[f])) break;
+      place(i, heap_[c]);
+    }
+    place(i, f);
+  }
+  std::vector<int> heap_;
+  std::vector<long> pos_;
+  std::vector<Key> key_;
 };
 
 class GroupFlowSim {
@@ -39,11 +83,18 @@ class GroupFlowSim {
 
   std::vector<double> run() {
     for (int m = 0; m < sch_.group_size(); ++m) release(m, 0);
-    while (!events_.empty()) {
-      const Event e = events_.top();
-      events_.pop();
-      if (e.start) start_moving(e.flow, e.t_s);
-      else if (flows_[e.flow].moving && flows_[e.flow].version == e.seq) finish(e.flow, e.t_s);
+    while (!starts_.empty() || !finishes_.empty()) {
+      if (!starts_.empty() &&
+          (finishes_.empty() || FinishHeap::Key{starts_.top().t_s, starts_.top().seq} < finishes_.key(finishes_.top()))) {
+        const Start e = starts_.top();
+        starts_.pop();
+        start_moving(e.flow, e.t_s);
+        continue;
+      }
+      const int f = finishes_.top();
+      const double t_s = finishes_.key(f).first;
+      finishes_.pop();
+      finish(f, t_s);
     }
     for (double t : end_)
       if (t < 0) throw std::logic_error("group_flow_end_s: a member never reached its last step");
@@ -60,9 +111,8 @@ class GroupFlowSim {
   void fill_rates();
   int path_index(int from, int to);
   void schedule(double t_s, int flow, bool start) {
-    const long seq = ++seq_;
-    if (!start) flows_[flow].version = seq;
-    events_.push({t_s, seq, flow, start});
+    if (start) starts_.push({t_s, ++seq_, flow});
+    else finishes_.set(flow, {t_s, ++seq_});
   }
 
   const CollectiveSchedule& sch_;
@@ -76,12 +126,13 @@ class GroupFlowSim {
   std::unordered_map<long, int> path_of_pair_;
   std::vector<std::vector<int>> on_link_;  // moving flows per contended link
   std::vector<double> link_Bps_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::priority_queue<Start, std::vector<Start>, std::greater<Start>> starts_;
+  FinishHeap finishes_;
   long seq_ = 0;
   CollectiveStep step_;
   // share(): the component of links and flows whose rates a change can move, with scratch state
   std::vector<int> comp_links_, comp_flows_, link_stamp_, flow_stamp_, link_count_;
-  std::vector<double> link_left_Bps_;
+  std::vector<double> link_left_Bps_, old_rate_Bps_;
   std::vector<char> fixed_;
   int stamp_ = 0;
 };
@@ -230,13 +281,16 @@ void GroupFlowSim::fill_rates() {
 // A flow started or ended on `seeds` at t_s: the rates of everything connected to them change.
 void GroupFlowSim::share(const std::vector<std::pair<int, double>>& seeds, double t_s) {
   collect_component(seeds);
-  for (int f : comp_flows_) {
-    Flow& fl = flows_[f];
-    fl.remaining_bytes = std::max(0.0, fl.remaining_bytes - fl.rate_Bps * (t_s - fl.since_s));
-    fl.since_s = t_s;
-  }
+  old_rate_Bps_.resize(comp_flows_.size());
+  for (size_t i = 0; i < comp_flows_.size(); ++i) old_rate_Bps_[i] = flows_[comp_flows_[i]].rate_Bps;
   fill_rates();
-  for (int f : comp_flows_) schedule(t_s + flows_[f].remaining_bytes / flows_[f].rate_Bps, f, false);
+  for (size_t i = 0; i < comp_flows_.size(); ++i) {
+    Flow& fl = flows_[comp_flows_[i]];
+    if (fl.rate_Bps == old_rate_Bps_[i]) continue;  // its finish event stands
+    fl.remaining_bytes = std::max(0.0, fl.remaining_bytes - old_rate_Bps_[i] * (t_s - fl.since_s));
+    fl.since_s = t_s;
+    schedule(t_s + fl.remaining_bytes / fl.rate_Bps, comp_flows_[i], false);
+  }
 }
 
 }  // namespace
