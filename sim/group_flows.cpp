@@ -142,8 +142,9 @@ int GroupFlowSim::path_index(int from, int to) {
   auto [it, fresh] = path_of_pair_.try_emplace(key, static_cast<int>(paths_.size()));
   if (!fresh) return it->second;
   paths_.push_back(path_fn_(from, to));
+  if (!(paths_.back().bandwidth_Bps > 0)) throw std::invalid_argument("group_flow_end_s: a path without bandwidth");
   for (const auto& [id, bw] : paths_.back().links) {
-    if (id < 0) throw std::invalid_argument("group_flow_end_s: a negative link id");
+    if (id < 0 || !(bw > 0)) throw std::invalid_argument("group_flow_end_s: a link with a negative id or no bandwidth");
     if (static_cast<size_t>(id) >= link_Bps_.size()) {
       link_Bps_.resize(id + 1, 0.0);
       on_link_.resize(id + 1);
@@ -178,15 +179,14 @@ void GroupFlowSim::release(int m, double t_s) {
       fl.remaining_bytes = snd.bytes, fl.rate_Bps = 0, fl.moving = false;
       schedule(t_s + delay_s + paths_[p].latency_s, f, true);
     }
-    Member& me2 = members_[m];
-    me2.left = sends + static_cast<int>(step_.recv_from.size());
-    if (!me2.early.empty()) {
-      me2.left -= me2.early.front();
-      me2.early.erase(me2.early.begin());
+    me.left = sends + static_cast<int>(step_.recv_from.size());
+    if (!me.early.empty()) {
+      me.left -= me.early.front();
+      me.early.erase(me.early.begin());
     }
-    if (me2.left < 0 || (me2.left == 0 && sends > 0))
+    if (me.left < 0 || (me.left == 0 && sends > 0))
       throw std::logic_error("group_flow_end_s: a step received more flows than it expects");
-    if (me2.left > 0) return;
+    if (me.left > 0) return;
     if (k + 1 >= sch_.step_count()) {
       end_[m] = t_s;
       return;
