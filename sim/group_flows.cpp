@@ -110,6 +110,7 @@ class GroupFlowSim {
   void collect_component(const std::vector<std::pair<int, double>>& seeds);
   void fill_rates();
   int path_index(int from, int to);
+  int receives(int m, int k);
   void schedule(double t_s, int flow, bool start) {
     if (start) starts_.push({t_s, ++seq_, flow});
     else finishes_.set(flow, {t_s, ++seq_});
@@ -129,7 +130,12 @@ class GroupFlowSim {
   std::priority_queue<Start, std::vector<Start>, std::greater<Start>> starts_;
   FinishHeap finishes_;
   long seq_ = 0;
-  CollectiveStep step_;
+  std::vector<CollectiveStep::Send> sends_;
+  struct StepReceives {
+    std::vector<int> count;  // per member
+    int pending = -1;        // members yet to ask; -1: not counted yet
+  };
+  std::vector<StepReceives> receives_;  // per step
   // share(): the component of links and flows whose rates a change can move, with scratch state
   std::vector<int> comp_links_, comp_flows_, link_stamp_, flow_stamp_, link_count_;
   std::vector<double> link_left_Bps_, old_rate_Bps_;
@@ -157,18 +163,39 @@ int GroupFlowSim::path_index(int from, int to) {
   return it->second;
 }
 
+// The flows member m receives in step k: every member's sends of step k counted when a member first
+// reaches the step (each sender sends a peer at most one flow a step), freed once every member has
+// asked (each asks once per step).
+int GroupFlowSim::receives(int m, int k) {
+  if (receives_.size() <= static_cast<size_t>(k)) receives_.resize(k + 1);
+  StepReceives& in = receives_[k];
+  if (in.pending < 0) {
+    in.count.assign(sch_.group_size(), 0);
+    in.pending = sch_.group_size();
+    std::vector<CollectiveStep::Send> theirs;
+    for (int x = 0; x < sch_.group_size(); ++x) {
+      sch_.sends(x, k, theirs);
+      for (const auto& snd : theirs)
+        if (snd.bytes > 0) in.count[snd.peer]++;
+    }
+  }
+  const int r = in.count[m];
+  if (--in.pending == 0) std::vector<int>().swap(in.count);
+  return r;
+}
+
 // Member m's next steps from t_s: their flows created, each starting after its latency; steps
 // with nothing left to wait for pass at once.
 void GroupFlowSim::release(int m, double t_s) {
   for (;;) {
     Member& me = members_[m];
     const int k = ++me.step;
-    sch_.step(m, k, step_);
+    sch_.sends(m, k, sends_);
     int sends = 0;
-    for (const auto& snd : step_.sends) sends += snd.bytes > 0 ? 1 : 0;
+    for (const auto& snd : sends_) sends += snd.bytes > 0 ? 1 : 0;
     const double delay_s = sends > 0 && !me.sent ? first_send_delay_s_ : 0.0;
     me.sent |= sends > 0;
-    for (const auto& snd : step_.sends) {
+    for (const auto& snd : sends_) {
       if (snd.bytes <= 0) continue;
       int f;
       if (free_flows_.empty()) f = static_cast<int>(flows_.size()), flows_.emplace_back();
@@ -179,7 +206,7 @@ void GroupFlowSim::release(int m, double t_s) {
       fl.remaining_bytes = snd.bytes, fl.rate_Bps = 0, fl.moving = false;
       schedule(t_s + delay_s + paths_[p].latency_s, f, true);
     }
-    me.left = sends + static_cast<int>(step_.recv_from.size());
+    me.left = sends + receives(m, k);
     if (!me.early.empty()) {
       me.left -= me.early.front();
       me.early.erase(me.early.begin());
