@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "sim/collectives.hpp"
+#include "sim/group_flows.hpp"
 #include "sim/replay.hpp"
 
 namespace exasim::detail {
@@ -387,33 +388,56 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   op_done_[slot_base_[s] + v] = done;
 }
 
-// Folded tree: the representative's collective is not over before its lockstep end either.
+// Folded tree: the representative's collective is not over before the last end among the group's
+// members of its class (tree_member_end_s; the members of a class sit at different places in the
+// trees, and the representative stands for the slowest), waited for as a flow without bytes from the
+// start: a delay alone (part_done), which no route latency lengthens.
 void Replay::folded_tree_wait(int s, const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt,
                               int g, int start, int done) {
   const auto& members = gt.members[g];
-  const int r = fold_.slot_rank[s];
+  const int r = fold_.slot_rank[s], own_class = folding_class(w_, r);
   const int m = gt.index_in_group[r], n = static_cast<int>(members.size());
+  const std::vector<double>& end_s = tree_member_end_s(sch, c, gt, g);
+  double wait_s = 0;
+  for (int j = 0; j < n; ++j)
+    if (folding_class(w_, members[j]) == own_class) wait_s = std::max(wait_s, end_s[j]);
   const int src_node = w_.node_of_rank[r], dst_node = w_.node_of_rank[members[(m + 1) % n]];
-  const std::vector<int>& route = paths_.route(paths_.route_id(s, src_node, dst_node));
-  const double wait_s = c.base_latency_s + tree_lockstep_end_s(sch, c, gt, g)[m] - paths_.route_latency_s(route);
-  const int t = folded_flow(s, route, 0, std::max(0.0, wait_s));
+  const auto [src_ep, dst_ep] = paths_.folded_endpoints(s, paths_.route(paths_.route_id(s, src_node, dst_node)));
+  const int t = flow_task(src_ep, dst_ep, 0, wait_s);
   edge(start, t);
   edge(t, done);
 }
 
-// Folded: each member's end of a tree collective in lockstep, its flows over their real paths
-// uncontended (CollectiveSchedule::tree_lockstep_end_s), cached per group and collective.
-const std::vector<double>& Replay::tree_lockstep_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
-                                                       const GroupTable& gt, int group) {
+// Folded: each member's end of a tree collective, the group's flows simulated alone as the exhaustive
+// run takes them (sim/group_flows.hpp): the members' own links (NIC, NVLink) shared max-min, the
+// switches' links uncontended; cached per group and collective.
+const std::vector<double>& Replay::tree_member_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
+                                                     const GroupTable& gt, int group) {
   const auto key = std::make_tuple(&gt, group, wire_bytes(c), c.tree_chunks, c.tree_members_per_node,
-                                   c.within_node_step_latency_s, c.between_nodes_step_latency_s);
+                                   c.within_node_step_latency_s, c.between_nodes_step_latency_s, c.base_latency_s);
   auto it = tree_ends_.find(key);
   if (it != tree_ends_.end()) return it->second;
   const auto& members = gt.members[group];
-  return tree_ends_[key] = sch.tree_lockstep_end_s([&](int from, int to, double bytes) {
+  std::map<std::pair<int, int>, int> link_ids;  // (kind, instance) of a member's own link -> its id
+  std::vector<LinkRef> refs;
+  return tree_ends_[key] = group_flow_end_s(sch, [&](int from, int to) {
     const int a = w_.node_of_rank[members[from]], b = w_.node_of_rank[members[to]];
-    return paths_.path_latency_s(a, b) + net_.message_latency_s(a, b, c) + bytes / paths_.path_bandwidth_Bps(a, b);
-  });
+    GroupFlowPath p;
+    p.latency_s = net_.message_latency_s(a, b, c);
+    p.bandwidth_Bps = std::numeric_limits<double>::infinity();
+    refs.clear();
+    net_.path(a, b, refs);
+    for (const LinkRef& l : refs) {
+      const LinkKind& k = net_.link_kinds().at(l.kind);
+      const double bw = k.bandwidth_Bps * net_.bandwidth_factor(l.kind, l.instance);
+      p.latency_s += k.latency_s;
+      if (k.node_private)
+        p.links.emplace_back(link_ids.emplace(std::make_pair(l.kind, l.instance), static_cast<int>(link_ids.size())).first->second, bw);
+      else
+        p.bandwidth_Bps = std::min(p.bandwidth_Bps, bw);
+    }
+    return p;
+  }, c.base_latency_s);
 }
 
 // The folding classes of a group's members, in increasing order.

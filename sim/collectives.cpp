@@ -138,6 +138,13 @@ void CollectiveSchedule::multi_ring_step(int m, CollectiveStep& out) const {
   out.recv_from.push_back(across_prev);
 }
 
+void CollectiveSchedule::sends(int m, int k, std::vector<CollectiveStep::Send>& out) const {
+  if (algorithm_ == CollectiveAlgorithm::tree) return tree_sends(m, k, out);
+  thread_local CollectiveStep st;
+  step(m, k, st);
+  out = st.sends;
+}
+
 void CollectiveSchedule::step(int m, int k, CollectiveStep& out) const {
   out.sends.clear();
   out.recv_from.clear();

@@ -98,6 +98,8 @@ class CollectiveSchedule {
   // Fills `out` with member `m`'s step `k` (0 <= k < step_count()). A step may be idle (no sends,
   // no receives) or receive only (the halving and doubling algorithms off a power of two).
   void step(int m, int k, CollectiveStep& out) const;
+  // Member m's sends in step k alone (step()'s, without working out its receives: cheaper for the tree).
+  void sends(int m, int k, std::vector<CollectiveStep::Send>& out) const;
   // The sends of step `k` on the collective's critical path, seen from member m: step() where
   // every member sends in every step. Off a power of two (halving and doubling), every member
   // waits through MPICH's pre- and post-step and through the new ranks' steps: there member m

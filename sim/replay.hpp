@@ -245,9 +245,9 @@ class Replay {
   int exclusive_signature(const std::pair<int, int>& eps) const;
   bool join_open_comm(int t, const FlowInfo& flow);
   void start_side(int side);
-  const std::vector<double>& tree_lockstep_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
-                                                 const GroupTable& gt, int group);
-  std::map<std::tuple<const GroupTable*, int, double, int, int, double, double>, std::vector<double>> tree_ends_;
+  const std::vector<double>& tree_member_end_s(const CollectiveSchedule& sch, const CollectiveWork& c,
+                                               const GroupTable& gt, int group);
+  std::map<std::tuple<const GroupTable*, int, double, int, int, double, double, double>, std::vector<double>> tree_ends_;
   void release_step(int side);
   int launch_step_flows(int side, int k, const CollectiveStep& st);
   void flow_arrived(int side, int step);
