@@ -590,7 +590,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                  "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
-                 "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "matrix_unit",
+                 "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "vector_unit_ops_per_s", "matrix_unit",
                  "memory_tile", "kernel_profile", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
@@ -608,6 +608,8 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.streaming_multiprocessors = r.optional_int(d, path, "streaming_multiprocessors", 0);
   if (Reader::find(d, "special_function_ops_per_s"))
     s.special_function_ops_per_s = r.required_ranged(d, path, "special_function_ops_per_s", kDeviceFlopRateRange);
+  if (Reader::find(d, "vector_unit_ops_per_s"))
+    s.vector_unit_ops_per_s = r.required_ranged(d, path, "vector_unit_ops_per_s", kDeviceFlopRateRange);
   read_compiler(r, d, path, s);
   read_matrix_unit(r, d, path, s);
   read_memory_tile(r, d, path, s);
