@@ -978,12 +978,14 @@ class StageBuilder {
   // reads the softmax output, draws the mask, writes the dropped-out scores and the 1-byte mask
   // (2e + 1 bytes and about 2 flops per element); its backward reads the gradient and the mask
   // and writes the gradient (2e + 1). An element-wise kernel of the vocabulary (the residual
-  // add's: one read, one write per element) stands for it.
+  // add's: one read, one write per element) stands for it. The forward (and its recomputation,
+  // which must draw the same mask) draws one 32-bit random word per score; the backward reads
+  // the mask.
   void attention_dropout(const std::string& p, Phase ph, const std::string& suffix, const std::string& a) {
     const double n = local_heads() * x_.s * x_.s;
     const bool bwd = suffix == ".bwd";
     last_ = b_.memory(p + a + "_dropout" + (bwd ? "" : suffix), a + "_dropout" + suffix, ph, Kernel::residual_add,
-                      x_.score_elementwise, elements(n), 2 * n, (2 * x_.es + 1) * n, deps());
+                      x_.score_elementwise, elements(n), 2 * n, (2 * x_.es + 1) * n, deps(), bwd ? 0 : n);
   }
 
   // The forward of one layer; `recompute`: rerun before its backward (full recomputation).

@@ -52,7 +52,8 @@ double DeviceProfile::transcendental_time_s(const ComputeWork& w) const {
 }
 
 double DeviceProfile::elementwise_time_s(const ComputeWork& w) const {
-  return w.flops / (vector_unit_ops_per_s > 0 ? vector_unit_ops_per_s : peak_flops_s(w.precision));
+  if (!(vector_unit_ops_per_s > 0)) return w.flops / peak_flops_s(w.precision);
+  return (w.flops + w.random_words * vector_ops_per_random_word) / vector_unit_ops_per_s;
 }
 
 double DeviceProfile::compute_share_factor(const ComputeWork& w) const {

@@ -342,3 +342,25 @@ TEST_CASE("profile cost model: element-wise flops on the vector unit, GEMMs on t
   const ComputeWork gemm{Kernel::gemm, Precision::fp16, 2.0 * 1024 * 1024 * 1024, 1e3, shape(1024, 1024, 1024)};
   CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == doctest::Approx(2.0 * 1024 * 1024 * 1024 / 8e12));
 }
+
+// vector_ops_per_random_word (XLA's ThreeFry on a TPU's vector unit): a dropout that draws its
+// mask pays the generator's operations per word on the vector unit besides its flops.
+TEST_CASE("cost models: a dropout mask's random words cost vector operations") {
+  DeviceProfile d;
+  d.name = "tpu-like";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}};
+  d.gemm_efficiency = {{Precision::fp32, 1.0}};
+  d.memory_bandwidth_Bps = 1e12;
+  d.optimizer_memory_bandwidth_Bps = 1e12;
+  d.vector_unit_ops_per_s = 1e10;
+  d.vector_ops_per_random_word = 60;
+  ComputeWork drop{Kernel::residual_add, Precision::fp32, 2e6, 9e6, shape(1000000)};
+  CHECK(d.elementwise_time_s(drop) == doctest::Approx(2e6 / 1e10));  // the backward: no words drawn
+  drop.random_words = 1e6;                                           // the forward: one word a score
+  CHECK(d.elementwise_time_s(drop) == doctest::Approx((2e6 + 60e6) / 1e10));
+  CHECK(RooflineCostModel(d).compute_time_s(drop) == doctest::Approx(6.2e-3));  // over 9e6 B / 1e12 B/s
+  const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(1.0)));
+  CHECK(ProfileCostModel(d, host).compute_time_s(drop) == doctest::Approx(6.2e-3));
+  d.vector_unit_ops_per_s = 0;  // no vector-unit rate: the flops at the peak, the words free
+  CHECK(d.elementwise_time_s(drop) == doctest::Approx(2e6 / 1e12));
+}
