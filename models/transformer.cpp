@@ -888,7 +888,7 @@ class StageBuilder {
     attention_core(p, ph, sfx, "cross");
     linear_forward(p, "cross_proj", sfx, ph, proj_);
     last_ = b_.memory(p + "cross_residual", "cross_residual" + sfx, ph, Kernel::residual_add, x_.elementwise,
-                      elements(Ts * dl), 3 * Ts * dl, 3 * Ts * dl * x_.ea, deps());
+                      elements(Ts * dl), 3 * Ts * dl, 3 * Ts * dl * x_.ea, deps(), hidden_dropout_words(Ts * dl));
   }
   void cross_attention_backward(const std::string& p) {
     const double Ts = x_.Ts(), dl = x_.dl();
@@ -1002,7 +1002,7 @@ class StageBuilder {
     attention_core(p, ph, sfx);
     linear_forward(p, "attn_proj", sfx, ph, proj_);
     last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
-                      3 * Ts * dl, 3 * Ts * dl * ea, deps());
+                      3 * Ts * dl, 3 * Ts * dl * ea, deps(), hidden_dropout_words(Ts * dl));
     if (x_.model.is_decoder_layer(l)) cross_attention_forward(p, ph, sfx);
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Ts, dl),
                       8 * Ts * dl, 2 * Ts * dl * ea, deps());
@@ -1018,8 +1018,14 @@ class StageBuilder {
       linear_forward(p, "ffn2", sfx, ph, ffn2_);
     }
     last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
-                      3 * Ts * dl, 3 * Ts * dl * ea, deps());
+                      3 * Ts * dl, 3 * Ts * dl * ea, deps(), hidden_dropout_words(Ts * dl));
   }
+  // The hidden dropout on a sub-layer's output (BERT's hidden_dropout_prob, Megatron's
+  // bias-dropout-add), fused into its residual add: the forward (and its recomputation) draws one
+  // 32-bit random word per element (ComputeWork::random_words; they cost only where the device's
+  // compiler draws them in vector operations, a TPU's). Its mask's bytes stay in the residual add's
+  // fused traffic (not added: the add's own count stands for the fused kernel).
+  double hidden_dropout_words(double elements) const { return x_.dropout > 0 ? elements : 0; }
   // The MoE layer's FFN: gate, top-k, permute, all-to-all dispatch over "ep" (the plan's
   // algorithm), the local experts on their capacity, all-to-all combine.
   KernelShape gate() const { return per_core(gemm_shape(x_.T, x_.E, x_.d), x_.cores, 0); }
