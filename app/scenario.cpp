@@ -509,13 +509,18 @@ void read_compiler(const Reader& r, const json& d, const std::string& path, Mach
   const json* c = Reader::find(d, "compiler");
   if (!c) return;
   const std::string p = child(path, "compiler");
-  r.require_object(*c, p, "a compiler object {name, fuses_elementwise, convolution}");
-  r.check_keys(*c, p, {"name", "fuses_elementwise", "convolution"});
+  r.require_object(*c, p, "a compiler object {name, fuses_elementwise, convolution[, vector_ops_per_random_word]}");
+  r.check_keys(*c, p, {"name", "fuses_elementwise", "convolution", "vector_ops_per_random_word"});
   s.compiler_name = r.required_string(*c, p, "name");
   s.fuses_elementwise = r.required_annotated_bool(*c, p, "fuses_elementwise");
   const int convolution = r.enum_value(*c, p, "convolution", {"im2col", "implicit_gemm", "window_taps"}, -1);
   s.implicit_gemm_convolution = convolution >= 1;
   s.window_tap_convolution = convolution == 2;
+  if (Reader::find(*c, "vector_ops_per_random_word")) {
+    if (!(s.vector_unit_ops_per_s > 0))
+      r.fail(child(p, "vector_ops_per_random_word"), "expected beside a device vector_unit_ops_per_s (the rate the words' operations run at)");
+    s.vector_ops_per_random_word = r.required_ranged(*c, p, "vector_ops_per_random_word", kRandomWordOpsRange);
+  }
 }
 
 // The device's systolic matrix unit: {"rows", "columns"} (a TPU v3 MXU: 128 x 128).
@@ -595,7 +600,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   r.check_keys(d, path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                  "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
-                 "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "matrix_unit",
+                 "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "vector_unit_ops_per_s", "matrix_unit",
                  "memory_tile", "kernel_profile", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
@@ -613,6 +618,8 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   s.streaming_multiprocessors = r.optional_int(d, path, "streaming_multiprocessors", 0);
   if (Reader::find(d, "special_function_ops_per_s"))
     s.special_function_ops_per_s = r.required_ranged(d, path, "special_function_ops_per_s", kDeviceFlopRateRange);
+  if (Reader::find(d, "vector_unit_ops_per_s"))
+    s.vector_unit_ops_per_s = r.required_ranged(d, path, "vector_unit_ops_per_s", kDeviceFlopRateRange);
   read_compiler(r, d, path, s);
   read_matrix_unit(r, d, path, s);
   read_memory_tile(r, d, path, s);

@@ -62,7 +62,7 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
     const double elements = transcendental_elements(w.kernel, w.shape);
     const double rel = host_->relative(Kernel::residual_add, host_precision,
                                        KernelShape{{shape_dim(elements, "a streamed kernel's elements"), 0, 0}, 1});
-    return std::max({w.flops / peak, device_.streamed_bytes(w) / (device_.bandwidth_Bps(w.kernel_class()) * rel),
+    return std::max({device_.elementwise_time_s(w), device_.streamed_bytes(w) / (device_.bandwidth_Bps(w.kernel_class()) * rel),
                      device_.transcendental_time_s(w)});
   }
   const bool matrix_unit = w.kernel_class() == KernelClass::gemm && device_.has_matrix_unit();
@@ -76,7 +76,7 @@ double ProfileCostModel::compute_time_s(const ComputeWork& w) const {
   if (w.kernel_class() == KernelClass::gemm)
     return std::max(w.flops / (peak * device_.gemm_efficiency_at(w.precision) * rel) * device_.compute_share_factor(w),
                     w.bytes / bandwidth_Bps);
-  return std::max(w.flops / peak, device_.streamed_bytes(w) / (bandwidth_Bps * rel));
+  return std::max(device_.elementwise_time_s(w), device_.streamed_bytes(w) / (bandwidth_Bps * rel));
 }
 
 MemoizedEfficiency::MemoizedEfficiency(std::shared_ptr<const HostEfficiency> source) : source_(std::move(source)) {

@@ -84,9 +84,11 @@ class GraphBuilder {
                 gemm_shape(k, n, m, fwd.batch), dgrad);
   }
   long memory(std::string name, std::string label, Phase ph, Kernel kernel, Precision p, KernelShape s,
-              double flops, double bytes, const After& after) {
+              double flops, double bytes, const After& after, double random_words = 0) {
     executed_ += flops;
-    return add(std::move(name), std::move(label), ph, ComputeWork{kernel, p, flops, bytes, s}, after);
+    ComputeWork w{kernel, p, flops, bytes, s};
+    w.random_words = random_words;
+    return add(std::move(name), std::move(label), ph, std::move(w), after);
   }
   // FlashAttention over `pairs` (sequence, head) pairs of `seq` tokens and head size `head_dim`:
   // `passes` GEMMs of s x s x head_dim each (2 forward, 5 backward); `causal`: under a causal mask,

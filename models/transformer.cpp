@@ -893,7 +893,7 @@ class StageBuilder {
     attention_core(p, ph, sfx, "cross");
     linear_forward(p, "cross_proj", sfx, ph, proj_);
     last_ = b_.memory(p + "cross_residual", "cross_residual" + sfx, ph, Kernel::residual_add, x_.elementwise,
-                      elements(Ts * dl), 3 * Ts * dl, 3 * Ts * dl * x_.ea, deps());
+                      elements(Ts * dl), 3 * Ts * dl, 3 * Ts * dl * x_.ea, deps(), hidden_dropout_words(Ts * dl));
   }
   void cross_attention_backward(const std::string& p) {
     const double Ts = x_.Ts(), dl = x_.dl();
@@ -983,12 +983,14 @@ class StageBuilder {
   // reads the softmax output, draws the mask, writes the dropped-out scores and the 1-byte mask
   // (2e + 1 bytes and about 2 flops per element); its backward reads the gradient and the mask
   // and writes the gradient (2e + 1). An element-wise kernel of the vocabulary (the residual
-  // add's: one read, one write per element) stands for it.
+  // add's: one read, one write per element) stands for it. The forward (and its recomputation,
+  // which must draw the same mask) draws one 32-bit random word per score; the backward reads
+  // the mask.
   void attention_dropout(const std::string& p, Phase ph, const std::string& suffix, const std::string& a) {
     const double n = local_heads() * x_.s * x_.s;
     const bool bwd = suffix == ".bwd";
     last_ = b_.memory(p + a + "_dropout" + (bwd ? "" : suffix), a + "_dropout" + suffix, ph, Kernel::residual_add,
-                      x_.score_elementwise, elements(n), 2 * n, (2 * x_.es + 1) * n, deps());
+                      x_.score_elementwise, elements(n), 2 * n, (2 * x_.es + 1) * n, deps(), bwd ? 0 : n);
   }
 
   // The forward of one layer; `recompute`: rerun before its backward (full recomputation).
@@ -1005,7 +1007,7 @@ class StageBuilder {
     attention_core(p, ph, sfx);
     linear_forward(p, "attn_proj", sfx, ph, proj_);
     last_ = b_.memory(p + "attn_residual", "attn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
-                      3 * Ts * dl, 3 * Ts * dl * ea, deps());
+                      3 * Ts * dl, 3 * Ts * dl * ea, deps(), hidden_dropout_words(Ts * dl));
     if (x_.model.is_decoder_layer(l)) cross_attention_forward(p, ph, sfx);
     last_ = b_.memory(p + "ffn_layernorm", "ffn_layernorm" + sfx, ph, Kernel::layer_norm, ew, rows_cols(Ts, dl),
                       8 * Ts * dl, 2 * Ts * dl * ea, deps());
@@ -1021,8 +1023,14 @@ class StageBuilder {
       linear_forward(p, "ffn2", sfx, ph, ffn2_);
     }
     last_ = b_.memory(p + "ffn_residual", "ffn_residual" + sfx, ph, Kernel::residual_add, ew, elements(Ts * dl),
-                      3 * Ts * dl, 3 * Ts * dl * ea, deps());
+                      3 * Ts * dl, 3 * Ts * dl * ea, deps(), hidden_dropout_words(Ts * dl));
   }
+  // The hidden dropout on a sub-layer's output (BERT's hidden_dropout_prob, Megatron's
+  // bias-dropout-add), fused into its residual add: the forward (and its recomputation) draws one
+  // 32-bit random word per element (ComputeWork::random_words; they cost only where the device's
+  // compiler draws them in vector operations, a TPU's). Its mask's bytes stay in the residual add's
+  // fused traffic (not added: the add's own count stands for the fused kernel).
+  double hidden_dropout_words(double elements) const { return x_.dropout > 0 ? elements : 0; }
   // The MoE layer's FFN: gate, top-k, permute, all-to-all dispatch over "ep" (the plan's
   // algorithm), the local experts on their capacity, all-to-all combine.
   KernelShape gate() const { return per_core(gemm_shape(x_.T, x_.E, x_.d), x_.cores, 0); }

@@ -51,6 +51,11 @@ double DeviceProfile::transcendental_time_s(const ComputeWork& w) const {
   return transcendental_elements(w.kernel, w.shape) * transcendentals_per_element(w.kernel) / special_function_ops_per_s;
 }
 
+double DeviceProfile::elementwise_time_s(const ComputeWork& w) const {
+  if (!(vector_unit_ops_per_s > 0)) return w.flops / peak_flops_s(w.precision);
+  return (w.flops + w.random_words * vector_ops_per_random_word) / vector_unit_ops_per_s;
+}
+
 double DeviceProfile::compute_share_factor(const ComputeWork& w) const {
   if (w.communication_sms <= 0) return 1.0;
   if (streaming_multiprocessors <= w.communication_sms)
@@ -108,10 +113,10 @@ double RooflineCostModel::compute_time_s(const ComputeWork& w) const {
   if (is_host_class(w.kernel_class())) return device_.host_data_movement_time_s(w);
   if (w.kernel_class() == KernelClass::fused_attention) return device_.fused_attention_time_s(w);
   const double peak = device_.peak_flops_s(w.precision);
-  const double eff = w.kernel_class() == KernelClass::gemm
-                         ? device_.gemm_efficiency_at(w.precision) * device_.matrix_unit_utilisation(w.shape)
-                         : 1.0;
-  const double t_flops = w.flops / (peak * eff) * device_.compute_share_factor(w);
+  const bool gemm = w.kernel_class() == KernelClass::gemm;
+  const double eff = gemm ? device_.gemm_efficiency_at(w.precision) * device_.matrix_unit_utilisation(w.shape) : 1.0;
+  const double t_flops =
+      (gemm ? w.flops / (peak * eff) : device_.elementwise_time_s(w)) * device_.compute_share_factor(w);
   const double t_bytes = device_.streamed_bytes(w) / device_.bandwidth_Bps(w.kernel_class());
   return std::max({t_flops, t_bytes, device_.transcendental_time_s(w)});
 }

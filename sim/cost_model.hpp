@@ -46,6 +46,21 @@ struct DeviceProfile {
   // peak, its bytes at the host's streaming efficiency for as many elements (a residual add's),
   // and its transcendentals on these units (transcendental_time_s).
   double special_function_ops_per_s = 0;
+  // Element-wise operations per second of the vector unit beside a separate matrix unit (a TPU
+  // TensorCore's VPU beside its MXUs; 0: the device file gives none). With it, the flops of a kernel
+  // that is not a GEMM (layer norm, softmax, GELU, a residual add or dropout, an optimizer update)
+  // run at this rate instead of the matrix unit's peak, whatever the precision (a TPU v3's vector
+  // unit computes in fp32): a fused GELU that streams no bytes of its own still takes its flops'
+  // time on the vector unit (elementwise_time_s).
+  double vector_unit_ops_per_s = 0;
+  // The vector operations the device's compiler spends on each 32-bit random word a kernel draws
+  // (ComputeWork::random_words: a dropout mask), where no hardware generator draws them (XLA on a
+  // TPU: ThreeFry-2x32 in integer vector ops; 0: drawing costs nothing beyond the kernel's flops).
+  double vector_ops_per_random_word = 0;
+  // A kernel's element-wise time: (flops + random_words x vector_ops_per_random_word) /
+  // vector_unit_ops_per_s, or flops / peak at the kernel's precision when the device gives no
+  // vector-unit rate.
+  double elementwise_time_s(const ComputeWork& w) const;
   // Its kernels' efficiencies were measured on the device itself (the device file's kernel_profile):
   // a softmax's or GELU's measured rate already holds the special function units, so the host-bound
   // correction above does not apply.

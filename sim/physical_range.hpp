@@ -38,6 +38,7 @@ inline constexpr PhysicalRange kDeviceFlopRateRange{
     1e6, 1e18, "flop/s", "1 Mflop/s to 1 Eflop/s per device", false};
 inline constexpr PhysicalRange kDeviceBandwidthRange{
     1e6, 1e15, "B/s", "1 MB/s to 1 PB/s per device", false};
+inline constexpr PhysicalRange kRandomWordOpsRange{1, 1e4, "operations", "1 to 10,000 vector operations per 32-bit random word", false};
 inline constexpr PhysicalRange kDeviceMemoryRange{1e6, 1e15, "bytes", "1 MB to 1 PB per device", false};
 
 inline std::string PhysicalRange::describe() const {

@@ -41,6 +41,9 @@ struct ComputeWork {
   // Engine's userbuffers with set_sm_margin: the GEMM is launched on the device's SMs minus these);
   // 0: the kernel has the whole device.
   int communication_sms = 0;
+  // 32-bit random words the kernel draws (a dropout mask: one per element); their generation's
+  // vector operations are the device's (DeviceProfile::vector_ops_per_random_word), not flops.
+  double random_words = 0;
   KernelClass kernel_class() const { return exasim::kernel_class(kernel); }
 };
 

@@ -38,6 +38,8 @@ DeviceProfile device_profile_of(const MachineSpec& m) {
   d.fuses_elementwise = m.fuses_elementwise;
   d.streaming_multiprocessors = m.streaming_multiprocessors;
   d.special_function_ops_per_s = m.special_function_ops_per_s;
+  d.vector_unit_ops_per_s = m.vector_unit_ops_per_s;
+  d.vector_ops_per_random_word = m.vector_ops_per_random_word;
   d.kernels_measured_on_device = !m.kernel_profile.empty();
   d.matrix_unit_rows = m.matrix_unit_rows;
   d.matrix_unit_columns = m.matrix_unit_columns;

@@ -120,6 +120,12 @@ struct MachineSpec {
   int streaming_multiprocessors = 0;
   // Its special function units' transcendental results per second (0: not given; DeviceProfile's).
   double special_function_ops_per_s = 0;
+  // Its vector unit's element-wise operations per second beside a separate matrix unit (0: not
+  // given, the element-wise flops run at the peak; DeviceProfile's).
+  double vector_unit_ops_per_s = 0;
+  // The compiler's random-number generator: vector operations per 32-bit random word it draws
+  // (the device file's compiler.vector_ops_per_random_word; 0: not given, drawing is free).
+  double vector_ops_per_random_word = 0;
   int cores_per_device = 1;  // cores that split a device's batch (a TPU v3 chip's two TensorCores)
   // The device's compiler (the device file's "compiler"; absent: a framework that launches one
   // kernel per op, as PyTorch eager and TensorFlow without XLA on GPUs). XLA on a TPU fuses

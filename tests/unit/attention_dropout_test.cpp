@@ -107,3 +107,32 @@ TEST_CASE("model.dropout: a probability below 1, read from the scenario") {
   }
   CHECK(path == "/model/dropout");
 }
+
+namespace {
+// label -> random words the kernel draws, summed over the layers
+std::map<std::string, double> words(const ModelSpec& m, const ParallelPlan& p) {
+  std::map<std::string, double> out;
+  const TransformerWorkload tw = build_transformer_workload(m, half(), p);
+  const StepGraph& g = tw.workload.programs.at(0);
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work)) out[g[v].label] += c->random_words;
+  return out;
+}
+}  // namespace
+
+TEST_CASE("dropout masks: the forward and its recomputation draw one random word per element, the backward none") {
+  // Scores: 2 sequences x 4 local heads x 128^2 per layer; the hidden dropouts (fused into the
+  // residual adds): 2 x 128 tokens x 512 per residual per layer; 2 layers.
+  const double scores = 2.0 * 4 * 128 * 128, hidden = 2.0 * 128 * 512;
+  const auto w = words(gpt(), plan(Recompute::full));
+  CHECK(w.at("attn_dropout") == 2 * scores);
+  CHECK(w.at("attn_dropout.recompute") == 2 * scores);
+  CHECK(w.at("attn_dropout.bwd") == 0);
+  CHECK(w.at("attn_residual") == 2 * hidden);
+  CHECK(w.at("ffn_residual.recompute") == 2 * hidden);
+  CHECK(w.at("ffn_residual.bwd") == 0);
+  CHECK(w.at("ffn_gelu") == 0);
+  ModelSpec off = gpt();
+  off.dropout = 0.0;
+  CHECK(words(off, plan(Recompute::none)).at("attn_residual") == 0);
+}

@@ -315,3 +315,52 @@ TEST_CASE("profile cost model: softmax and GELU stream past the host's transcend
   CHECK(transcendentals_per_element(Kernel::layer_norm) == 0);
   CHECK(transcendental_elements(Kernel::softmax, shape(16, 64)) == 1024);
 }
+
+// vector_unit_ops_per_s (a TPU's vector unit beside its MXUs): the flops of a kernel that is not a
+// GEMM run at that rate, not at the matrix unit's peak; a GEMM keeps the peak.
+TEST_CASE("profile cost model: element-wise flops on the vector unit, GEMMs on the matrix unit") {
+  DeviceProfile d;
+  d.name = "tpu-like";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}, {Precision::fp16, 8e12}};
+  d.gemm_efficiency = {{Precision::fp32, 1.0}, {Precision::fp16, 1.0}};
+  d.memory_bandwidth_Bps = 100e9;
+  d.optimizer_memory_bandwidth_Bps = 100e9;
+  d.fuses_elementwise = true;
+  d.matrix_unit_rows = d.matrix_unit_columns = 16;
+  const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(1.0)));
+  // A fused GELU streams no bytes: 8e9 flops at the fp16 peak take 1 ms; at 1e11 vector ops/s, 80 ms.
+  const ComputeWork gelu{Kernel::gelu, Precision::fp16, 8e9, 2e9, shape(1024)};
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(1e-3));
+  d.vector_unit_ops_per_s = 1e11;
+  CHECK(d.elementwise_time_s(gelu) == doctest::Approx(0.08));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(0.08));
+  CHECK(RooflineCostModel(d).compute_time_s(gelu) == doctest::Approx(0.08));
+  // A layer norm bound by its bytes stays so: 8e5 flops (8 us) under 2e6 bytes (20 us).
+  const ComputeWork norm{Kernel::layer_norm, Precision::fp16, 8e5, 2e6, shape(1024, 1024)};
+  CHECK(ProfileCostModel(d, host).compute_time_s(norm) == doctest::Approx(2e6 / 100e9));
+  // A GEMM's flops stay on the matrix unit: 2 x 1024^3 at 8e12 flops/s.
+  const ComputeWork gemm{Kernel::gemm, Precision::fp16, 2.0 * 1024 * 1024 * 1024, 1e3, shape(1024, 1024, 1024)};
+  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == doctest::Approx(2.0 * 1024 * 1024 * 1024 / 8e12));
+}
+
+// vector_ops_per_random_word (XLA's ThreeFry on a TPU's vector unit): a dropout that draws its
+// mask pays the generator's operations per word on the vector unit besides its flops.
+TEST_CASE("cost models: a dropout mask's random words cost vector operations") {
+  DeviceProfile d;
+  d.name = "tpu-like";
+  d.peak_flops_per_s = {{Precision::fp32, 1e12}};
+  d.gemm_efficiency = {{Precision::fp32, 1.0}};
+  d.memory_bandwidth_Bps = 1e12;
+  d.optimizer_memory_bandwidth_Bps = 1e12;
+  d.vector_unit_ops_per_s = 1e10;
+  d.vector_ops_per_random_word = 60;
+  ComputeWork drop{Kernel::residual_add, Precision::fp32, 2e6, 9e6, shape(1000000)};
+  CHECK(d.elementwise_time_s(drop) == doctest::Approx(2e6 / 1e10));  // the backward: no words drawn
+  drop.random_words = 1e6;                                           // the forward: one word a score
+  CHECK(d.elementwise_time_s(drop) == doctest::Approx((2e6 + 60e6) / 1e10));
+  CHECK(RooflineCostModel(d).compute_time_s(drop) == doctest::Approx(6.2e-3));  // over 9e6 B / 1e12 B/s
+  const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(1.0)));
+  CHECK(ProfileCostModel(d, host).compute_time_s(drop) == doctest::Approx(6.2e-3));
+  d.vector_unit_ops_per_s = 0;  // no vector-unit rate: the flops at the peak, the words free
+  CHECK(d.elementwise_time_s(drop) == doctest::Approx(2e6 / 1e12));
+}
