@@ -105,7 +105,7 @@ NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommuni
   NcclCost best;
   for (int a : {NcclTuning::tree, NcclTuning::ring, NcclTuning::nvls}) {  // NCCL's order of its algorithms
     if (a == NcclTuning::tree && (!tree_simulated || kind != CollectiveKind::all_reduce)) continue;
-    if (a == NcclTuning::nvls && (!comm.nvls || kind != CollectiveKind::all_reduce)) continue;
+    if (a == NcclTuning::nvls && !comm.nvls) continue;  // all-reduce, reduce-scatter, all-gather (2.18+)
     for (int p : {NcclTuning::ll, NcclTuning::ll128, NcclTuning::simple}) {
       const NcclCost c = nccl_cost(t, kind, a, p, comm, bytes);
       if (c.time_s >= 0 && (best.time_s < 0 || c.time_s < best.time_s)) best = c;  // NCCL: the first of equal times

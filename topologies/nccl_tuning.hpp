@@ -66,7 +66,8 @@ double nccl_latency_s(const NcclTuning& t, CollectiveKind kind, int algorithm, i
 // ncclTopoGetAlgoTime for `bytes` (NCCL's nBytes: the full buffer, as CollectiveWork::bytes).
 NcclCost nccl_cost(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm,
                    double bytes);
-// The enabled pair of least time (the tree only where `tree_simulated` and NCCL runs one: all-reduce).
+// The enabled pair of least time (the tree only where `tree_simulated` and NCCL runs one: all-reduce;
+// NVLS where comm.nvls, for an all-reduce, reduce-scatter or all-gather as NCCL >= 2.18).
 NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommunicator& comm, double bytes,
                      bool tree_simulated);
 // Sets c's protocol, wire factor and latencies to those of `choice` (c.algorithm is the caller's).
