@@ -39,6 +39,7 @@ struct NcclCommunicator {
   double bus_Bps = 0;         // channels x a channel's bandwidth (the graph's speed)
   bool ll128_enabled = false; // the device is one on which NCCL enables LL128 by default
   bool compute_capability_80 = false;  // every GPU an A100 (tuning.cc's compCap80: its caps apply)
+  bool compute_capability_90 = false;  // every GPU a Hopper the library has LL128 caps for (LL128 on)
   bool nvls = false;  // NVLS offered: one node of an NVLink SHARP switch, a library that models NVLS
 };
 
