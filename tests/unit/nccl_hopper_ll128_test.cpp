@@ -121,3 +121,28 @@ TEST_CASE("nccl hopper ll128: an inline library's 9.0 caps without their devices
   m["collective_library"] = lib;
   CHECK(refused_at() == "/machine/collective_library/compute_capability_90_ll128_max_channel_Bps/ring");
 }
+
+// In one 8-GPU H100 node with NVLS, Ring/LL128 never wins: all-reduce 10 + 14 x 1.9 = 36.6 us at 293.6
+// x 8/14 = 167.8 GB/s against NVLS's 23 us at 333.3 GB/s; reduce-scatter/all-gather 23.3 us at 335.5
+// GB/s against NVLS's 23 us at 333.3 GB/s (NVLS ahead below 15 MB) and Ring/Simple's 32.2 us at 514.3
+// GB/s (ahead above 8.59 MB). Across nodes, at one rank per node, it does (4 nodes, all-reduce of
+// 1 MiB: Ring/LL128 10 + 6 x 4.0 = 34 us + 2^20 / (35 x 4/6 = 23.3 GB/s) = 78.9 us; Ring/LL 3.6 + 6 x 2.7
+// = 19.8 us + 2^20 / (50/4 x 4/6 = 8.33 GB/s) = 145.6 us; Ring/Simple (8.4 + 6 x 9.6) x 1.9 (plateau) =
+// 125.4 us + 2^20 / 33.3 GB/s = 156.9 us).
+TEST_CASE("nccl hopper ll128: never chosen in one NVLS node, chosen across nodes at mid sizes") {
+  const MachineSpec m = ideal(1, kH100);
+  MachineSpec sharp = m;
+  sharp.gpu.nvlink_sharp = true;
+  const NcclCommunicator comm = comm_of(sharp, {0, 1, 2, 3, 4, 5, 6, 7});
+  REQUIRE(comm.nvls);
+  for (auto kind : {CollectiveKind::all_reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_gather})
+    for (double bytes = 1024; bytes <= kGiB; bytes *= 2)
+      CHECK(nccl_choose(m.gpu.nccl, kind, comm, bytes, true).protocol != NcclTuning::ll128);
+  const NcclCommunicator four = comm_of(ideal(4, kH100), {0, 8, 16, 24});
+  const NcclCost c = nccl_choose(m.gpu.nccl, CollectiveKind::all_reduce, four, 1048576, false);
+  CHECK(c.algorithm == NcclTuning::ring);
+  CHECK(c.protocol == NcclTuning::ll128);
+  CHECK(c.time_s == doctest::Approx(34e-6 + 1048576 / 23.333333e9));
+  const NcclCost s = nccl_cost(m.gpu.nccl, CollectiveKind::all_reduce, NcclTuning::ring, NcclTuning::simple, four, 1048576);
+  CHECK(s.time_s == doctest::Approx(66e-6 * 1.9 + 1048576 / 33.333333e9));
+}
