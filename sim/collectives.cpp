@@ -29,8 +29,10 @@ void check_algorithm(CollectiveKind kind, CollectiveAlgorithm algorithm, int n, 
       ok = any || algorithm == A::hierarchical || algorithm == A::rabenseifner || algorithm == A::recursive_doubling ||
            algorithm == A::tree || algorithm == A::nvls;
       break;
-    case CollectiveKind::reduce_scatter: ok = any || algorithm == A::rabenseifner || algorithm == A::pairwise; break;
-    case CollectiveKind::all_gather: ok = any || algorithm == A::recursive_doubling; break;
+    case CollectiveKind::reduce_scatter:
+      ok = any || algorithm == A::rabenseifner || algorithm == A::pairwise || algorithm == A::nvls;
+      break;
+    case CollectiveKind::all_gather: ok = any || algorithm == A::recursive_doubling || algorithm == A::nvls; break;
     case CollectiveKind::all_to_all: break;
   }
   if (!ok)
@@ -285,7 +287,7 @@ double CollectiveSchedule::alpha_beta_time_s(double alpha_s, double beta_Bps) co
   const double chunk = bytes_ / n_;
   if (kind_ == CollectiveKind::all_to_all && algorithm_ == CollectiveAlgorithm::direct)
     return alpha_s + (n_ - 1) * chunk / beta_Bps;  // the sender's link carries n-1 chunks at once
-  if (algorithm_ == CollectiveAlgorithm::nvls)  // each link carries B (n+1)/n at once
+  if (algorithm_ == CollectiveAlgorithm::nvls)  // each link carries B (n+1)/n (all-reduce) or B at once
     return alpha_s + (n_ - 1) * nvls_flow_bytes() / beta_Bps;
   if (algorithm_ == CollectiveAlgorithm::torus_2d) {
     const int L = block_, D = n_ / L;

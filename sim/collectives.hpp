@@ -40,6 +40,15 @@
 //    bandwidth on every GPU's link). On the non-blocking switch of a gpu_cluster node (a flow from a
 //    to b crosses nvlink_up(a), nvlink_down(b)) the same link loads are one step in which every
 //    member sends B (n+1) / (n (n-1)) to each of the n-1 others: time B (n+1)/n / NVLink;
+//  * nvls reduce-scatter and all-gather (NCCL >= 2.18, one node; B the full buffer, NCCL's nBytes):
+//    reduce-scatter reads each member's B/n share reduced by the switch (multimem.ld_reduce: the
+//    switch pulls the share from all n members), so a member's link to the switch sends B (its copy
+//    of every share) and receives B/n; all-gather writes each member's B/n with a multicast store
+//    (sends B/n, the switch replicates: receives the n shares, B). One step in which every member
+//    sends B / (n-1) to each of the n-1 others: the busier direction of each link (B) is exact, the
+//    other (B/n) is charged B too, since flows between members load both directions alike (the
+//    switch's reduction or replication is not a member); time B / NVLink alone, contention in
+//    the lighter direction overstated;
 //  * pairwise all-to-all, n-1 steps: step k exchanges a chunk with the members at distance k+1;
 //  * direct all-to-all, one step: every chunk at once;
 //  * hierarchical all-to-all over blocks of L local members (D = n / L blocks): L-1 pairwise
@@ -143,7 +152,9 @@ class CollectiveSchedule {
   void tree_sends(int m, int k, std::vector<CollectiveStep::Send>& out) const;
   void tree_step(int m, int k, CollectiveStep& out) const;
   double tree_chunk_bytes() const { return bytes_ / (2.0 * block_) / chunks_; }
-  double nvls_flow_bytes() const { return bytes_ * (n_ + 1) / n_ / (n_ - 1); }
+  double nvls_flow_bytes() const {  // to each of the n-1 others: B (n+1)/n (all-reduce), B (the others) in all
+    return kind_ == CollectiveKind::all_reduce ? bytes_ * (n_ + 1) / n_ / (n_ - 1) : bytes_ / (n_ - 1);
+  }
 
   struct NodeTree {  // one of the two binary trees over the D nodes
     std::vector<int> parent, height, depth;

@@ -47,6 +47,13 @@ struct NcclTuning {
   // nvls_algorithm_bandwidth_ratio 0: the library has no NVLS.
   double nvls_nvlink_latency_s = 0;
   double nvls_algorithm_bandwidth_ratio = 0;
+  // Compute capability 9.0 (Hopper; the library's optional "compute_capability_90_devices" and
+  // "compute_capability_90_ll128_max_channel_Bps", later tuners' per-architecture rows): LL128 on by
+  // default there, Ring/LL128 at most perChMaxRingLL128Bws x nChannels (every collective) and Tree/LL128
+  // perChMaxTreeLL128Bws x nChannels (one node, two nodes, more), in place of 2.7.5's ll128MaxBwPerCh.
+  std::vector<std::string> compute_capability_90_devices;
+  double compute_capability_90_ring_ll128_max_channel_Bps = 0;
+  double compute_capability_90_tree_ll128_max_channel_Bps[3] = {};
 };
 
 // GPU nodes (NVLink/NVSwitch inside, one NIC per rail) on a fat tree of leaf and spine groups

@@ -45,7 +45,10 @@ double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int
   double bus = comm.bus_Bps;
   if (comm.compute_capability_80) bus = std::min(bus, t.compute_capability_80_max_bus_Bps);
   const double ppn = static_cast<double>(comm.ranks) / comm.nodes;
-  const double ll128_cap = t.ll128_max_channel_Bps[kind_index(kind)] * comm.channels;
+  // 2.7.5: ll128MaxBwPerCh by collective; Hopper (later tuners): perChMaxRingLL128Bws, every collective
+  const double ll128_cap = (comm.compute_capability_90 ? t.compute_capability_90_ring_ll128_max_channel_Bps
+                                                       : t.ll128_max_channel_Bps[kind_index(kind)]) *
+                           comm.channels;
   if (algorithm == NcclTuning::ring) {
     if (protocol == NcclTuning::ll)
       bus *= comm.nodes > 1 || kind == CollectiveKind::all_reduce ? t.ring_ll_bandwidth_factor
@@ -60,7 +63,10 @@ double nccl_bus_Bps(const NcclTuning& t, CollectiveKind kind, int algorithm, int
                  cc80_ll128 ? t.compute_capability_80_tree_ll128_max_bus_Bps[more] : t.tree_max_bus_Bps[more]);
   if (protocol == NcclTuning::ll) bus *= t.tree_ll_bandwidth_factor;
   if (protocol == NcclTuning::ll128)
-    bus = std::min(bus * t.tree_ll128_bandwidth_factor[comm.nodes == 1 ? 0 : 1], ll128_cap * (7.0 / 9.0));
+    bus = std::min(bus * t.tree_ll128_bandwidth_factor[comm.nodes == 1 ? 0 : 1],
+                   comm.compute_capability_90  // perChMaxTreeLL128Bws[index2] x nChannels
+                       ? t.compute_capability_90_tree_ll128_max_channel_Bps[std::min(comm.nodes, 3) - 1] * comm.channels
+                       : ll128_cap * (7.0 / 9.0));
   return bus;
 }
 
@@ -105,7 +111,7 @@ NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommuni
   NcclCost best;
   for (int a : {NcclTuning::tree, NcclTuning::ring, NcclTuning::nvls}) {  // NCCL's order of its algorithms
     if (a == NcclTuning::tree && (!tree_simulated || kind != CollectiveKind::all_reduce)) continue;
-    if (a == NcclTuning::nvls && (!comm.nvls || kind != CollectiveKind::all_reduce)) continue;
+    if (a == NcclTuning::nvls && !comm.nvls) continue;  // all-reduce, reduce-scatter, all-gather (2.18+)
     for (int p : {NcclTuning::ll, NcclTuning::ll128, NcclTuning::simple}) {
       const NcclCost c = nccl_cost(t, kind, a, p, comm, bytes);
       if (c.time_s >= 0 && (best.time_s < 0 || c.time_s < best.time_s)) best = c;  // NCCL: the first of equal times
@@ -150,6 +156,9 @@ NcclCommunicator nccl_communicator(const FatTreeNetwork& net, const MachineSpec&
   comm.ll128_enabled = std::find(devices.begin(), devices.end(), m.device_name) != devices.end();
   const auto& cc80 = m.gpu.nccl.compute_capability_80_devices;
   comm.compute_capability_80 = std::find(cc80.begin(), cc80.end(), m.device_name) != cc80.end();
+  const auto& cc90 = m.gpu.nccl.compute_capability_90_devices;  // later tuners: LL128 on by default on 9.0
+  comm.compute_capability_90 = std::find(cc90.begin(), cc90.end(), m.device_name) != cc90.end();
+  comm.ll128_enabled = comm.ll128_enabled || comm.compute_capability_90;
   comm.nvls = m.gpu.nvlink_sharp && m.gpu.nccl.nvls_algorithm_bandwidth_ratio > 0 && comm.nodes == 1;
   return comm;
 }
@@ -348,6 +357,22 @@ void read_bandwidth_factors(const MachineReader& r, const nlohmann::json& doc, c
              });
 }
 
+// Optional, together: later tuners' compute capability 9.0 devices and their LL128 caps per channel.
+void read_hopper_ll128(const MachineReader& r, const nlohmann::json& doc, const std::string& path, NcclTuning& t) {
+  const bool devices = MachineReader::has(doc, "compute_capability_90_devices");
+  const bool caps = MachineReader::has(doc, "compute_capability_90_ll128_max_channel_Bps");
+  if (!devices && !caps) return;
+  if (!devices) r.require(doc, path, "compute_capability_90_devices", "{\"value\": [device names], \"source\": ...}");
+  read_devices(r, doc, path, "compute_capability_90_devices", t.compute_capability_90_devices);
+  read_table(r, doc, path, "compute_capability_90_ll128_max_channel_Bps",
+             {"source", "ring", "tree_one_node", "tree_two_nodes", "tree_more_nodes"},
+             [&](int i, const nlohmann::json& tab, const std::string& p, const char* k) {
+               double& v = i == 0 ? t.compute_capability_90_ring_ll128_max_channel_Bps
+                                  : t.compute_capability_90_tree_ll128_max_channel_Bps[i - 1];
+               v = r.required_ranged(tab, p, k, kLinkBandwidthRange);
+             });
+}
+
 }  // namespace
 
 void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const std::string& path, NcclTuning& t) {
@@ -359,7 +384,8 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
                 "tree_bandwidth_factor", "tree_max_bus_Bps", "tree_ll_bandwidth_factor", "tree_ll128_bandwidth_factor",
                 "tree_correction", "ring_plateau_latency_factor", "ring_plateau_bytes_per_rank", "ll128_devices",
                 "tree_chunk_bytes", "compute_capability_80_devices", "compute_capability_80_max_bus_Bps",
-                "compute_capability_80_tree_ll128_max_bus_Bps", "nvls"});
+                "compute_capability_80_tree_ll128_max_bus_Bps", "nvls", "compute_capability_90_devices",
+                "compute_capability_90_ll128_max_channel_Bps"});
   require_text(r, doc, path, "name");
   require_text(r, doc, path, "source");
   t.name = doc.at("name").get<std::string>();
@@ -390,6 +416,7 @@ void read_nccl_tuning(const MachineReader& r, const nlohmann::json& doc, const s
                  if (i == 0) t.nvls_nvlink_latency_s = r.required_ranged(tab, p, k, kMessageOverheadRange);
                  else t.nvls_algorithm_bandwidth_ratio = r.required_fraction(tab, p, k);
                });
+  read_hopper_ll128(r, doc, path, t);
 }
 
 }  // namespace exasim

@@ -39,6 +39,7 @@ struct NcclCommunicator {
   double bus_Bps = 0;         // channels x a channel's bandwidth (the graph's speed)
   bool ll128_enabled = false; // the device is one on which NCCL enables LL128 by default
   bool compute_capability_80 = false;  // every GPU an A100 (tuning.cc's compCap80: its caps apply)
+  bool compute_capability_90 = false;  // every GPU a Hopper the library has LL128 caps for (LL128 on)
   bool nvls = false;  // NVLS offered: one node of an NVLink SHARP switch, a library that models NVLS
 };
 
@@ -66,7 +67,8 @@ double nccl_latency_s(const NcclTuning& t, CollectiveKind kind, int algorithm, i
 // ncclTopoGetAlgoTime for `bytes` (NCCL's nBytes: the full buffer, as CollectiveWork::bytes).
 NcclCost nccl_cost(const NcclTuning& t, CollectiveKind kind, int algorithm, int protocol, const NcclCommunicator& comm,
                    double bytes);
-// The enabled pair of least time (the tree only where `tree_simulated` and NCCL runs one: all-reduce).
+// The enabled pair of least time (the tree only where `tree_simulated` and NCCL runs one: all-reduce;
+// NVLS where comm.nvls, for an all-reduce, reduce-scatter or all-gather as NCCL >= 2.18).
 NcclCost nccl_choose(const NcclTuning& t, CollectiveKind kind, const NcclCommunicator& comm, double bytes,
                      bool tree_simulated);
 // Sets c's protocol, wire factor and latencies to those of `choice` (c.algorithm is the caller's).

@@ -92,7 +92,7 @@ TEST_CASE("nvls schedule: one step, each member sends B (n+1) / (n (n-1)) to eve
   }
   CHECK(sent == doctest::Approx(kGiB * 9 / 8));  // B (n+1)/n out of each link (and into it)
   CHECK(s.alpha_beta_time_s(23e-6, kLink) == doctest::Approx(kSimulated));
-  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_gather, CollectiveAlgorithm::nvls, 8, kGiB),
+  CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::nvls, 8, kGiB),
                   std::invalid_argument);
 }
 
@@ -129,8 +129,6 @@ TEST_CASE("nccl nvls tuning: an 8-GPU H100 all-reduce of 1 GiB against its close
   CHECK(nccl_choose(t, kAR, comm, 0.9e6, false).algorithm == NcclTuning::ring);  // LL below 1.021 MB
   CHECK(nccl_choose(t, kAR, comm, 0.9e6, false).protocol == NcclTuning::ll);
   CHECK(nccl_choose(t, kAR, comm, 1.2e6, false).algorithm == NcclTuning::nvls);
-  // NCCL 2.19 runs NVLS for all-gather and reduce-scatter too; modelled for the all-reduce only
-  CHECK(nccl_choose(t, CollectiveKind::all_gather, comm, kGiB, false).algorithm == NcclTuning::ring);
 }
 
 TEST_CASE("nccl nvls tuning: not offered without NVLink SHARP, nor across nodes") {
