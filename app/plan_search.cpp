@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "models/moe_routing.hpp"
 #include "models/transformer.hpp"
@@ -31,10 +32,12 @@ bool plan_scenario_or_row(const SweepSpec& s, size_t plan, Scenario& sc, ojson& 
   return false;
 }
 
-ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po) {
+ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po, bool leave_to_exit) {
   const std::string mode = po.analytic ? "analytic" : "simulated";
   try {
-    return ok_row(s, plan, predict(sc, po));
+    if (!leave_to_exit) return ok_row(s, plan, predict(sc, po));
+    static std::optional<Prediction> kept;  // never destroyed: the child _exits (no static destructors)
+    return ok_row(s, plan, kept.emplace(predict(sc, po)));
   } catch (const DoesNotFitError& e) {
     // The row names its plan already: the reason starts at the JSON path.
     std::string why = e.what();

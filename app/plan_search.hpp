@@ -17,8 +17,12 @@ namespace exasim {
 // reason when it cannot be), then predict() (simulated or analytic as `po` says): "ok" with the
 // figures, "infeasible" (does not fit), "invalid" or "error". Never throws for a plan's problem.
 ojson predict_row(const SweepSpec& s, size_t plan, const PredictOptions& po);
-// The same for a scenario already parsed.
-ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po);
+// The same for a scenario already parsed. leave_to_exit: for a forked child that _exits once the
+// row is written; the prediction (a simulated plan's step graphs, e.g. 16 programs of about 16,000
+// ops) is kept until the process ends instead of freed op by op (the last one made is kept: a
+// process that makes rows this way must make no other).
+ojson predict_row(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po,
+                  bool leave_to_exit = false);
 // The plan's row from the formula tier (mode "formula"); a plan out of the formula's scope gets
 // predict_row's (po: the analytic estimate's options).
 // doc: the plan's scenario document (plan_scenario_or_row's), not built again.

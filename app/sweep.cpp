@@ -543,7 +543,7 @@ int open_append(const std::string& path, bool truncate) {
 
 // The child's side: predict, and send the row back as one JSON line.
 [[noreturn]] void child_main(const SweepSpec& s, size_t plan, const Scenario& sc, const PredictOptions& po, int fd) {
-  _exit(write_all(fd, row_line(predict_row(s, plan, sc, po))) ? 0 : 1);
+  _exit(write_all(fd, row_line(predict_row(s, plan, sc, po, /*leave_to_exit=*/true))) ? 0 : 1);
 }
 
 struct Child {

@@ -147,10 +147,11 @@ const ForeignRanks& Replay::ring_foreign_ranks(const GroupTable& gt, int offset,
 // link, which that row's own hop crosses, made both representatives' steps 3 S / B where the
 // exhaustive ring's take about 2 S / B (16 x 16 torus, cable x_plus 37: +6.75 % -> +1.09 %).
 double Replay::ring_bandwidth_lag_s(const RingHops& h, double bytes, int member, int src_node, int dst_node) const {
+  if (!h.degraded) return 0;  // (before the path's bandwidth: a lookup per member and step)
   const double shared_Bps =
       h.simulated_share_Bps.empty() ? 0.0 : h.simulated_share_Bps.at(static_cast<size_t>(member));
   const double own_Bps = shared_Bps > 0 ? shared_Bps : paths_.path_bandwidth_Bps(src_node, dst_node);
-  if (!h.degraded || !(h.narrowest_Bps < own_Bps)) return 0;
+  if (!(h.narrowest_Bps < own_Bps)) return 0;
   return std::max(0.0, h.step_s(bytes) - h.worst_latency_s - bytes / own_Bps);
 }
 
@@ -323,12 +324,12 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   // the current run of consecutive single-flow steps over one route
   FoldedRun run;
   auto flush = [&]() {
-    if (run.steps == 0) return;
-    prev = folded_run_flow(s, run, prev);
-    run = FoldedRun{};
+    if (run.steps > 0) prev = folded_run_flow(s, run, prev), run = FoldedRun{};
   };
   const int n = static_cast<int>(members.size());
   double base_s = c.base_latency_s;  // the library's per-collective latency, before the first flow
+  const RingHops* hops = nullptr;  // a ring's hops to the member `hops_offset` after each
+  int hops_offset = -1;
   for (int k = 0; k < sch.step_count(); ++k) {
     sch.critical_step(m, k, st);  // the representative stands for its class: the critical path's sends
     if (st.sends.size() == 1) {
@@ -337,7 +338,8 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
       const int dst_node = w_.node_of_rank[members[snd.peer]];
       const int offset = ((snd.peer - m) % n + n) % n;
       const std::vector<int>& route = single_send_route(s, c, gt, offset, src_node, dst_node);
-      const RingHops* hops = c.algorithm == CollectiveAlgorithm::ring ? &ring_hops(gt, g, offset, c) : nullptr;
+      if (c.algorithm == CollectiveAlgorithm::ring && offset != hops_offset)  // a ring's steps share one offset
+        hops = &ring_hops(gt, g, offset, c), hops_offset = offset;
       // a degraded shared link, or a ring hop around failures on a link another hop crosses: one
       // flow per step (FoldedRun, replay.hpp), so that representatives' flows on it meet step by
       // step as the exhaustive ring's do, not as merged runs after unequal delays
@@ -346,7 +348,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
           (route != run.route || paths_.crosses_degraded_shared_link(route) || per_step || run.per_step))
         flush();
       run.per_step = per_step;
-      run.route = route;
+      if (run.steps == 0) run.route = route;  // else the same route (else flushed above)
       run.bytes += snd.bytes;
       run.steps++;
       run.posting_s += posting_s(snd.bytes) + base_s;

@@ -31,6 +31,7 @@ void Replay::release_run_state() {
   succ_begin_ = std::vector<int>();
   succ_.reset();
   flows_ = ChunkedVector<FlowInfo>();
+  flow_comms_ = ChunkedVector<simgrid::s4u::CommPtr>();
   instance_of_.clear();
   instances_ = std::vector<CollectiveInstance>();
   participants_ = std::vector<Participant>();

@@ -308,6 +308,7 @@ class Replay {
 
   ChunkedVector<Task> tasks_;  // grows without copying (see chunked_vector.hpp)
   ChunkedVector<FlowInfo> flows_;  // the DAG's flows' transfers (Task::ref)
+  ChunkedVector<simgrid::s4u::CommPtr> flow_comms_;  // a DAG flow's comm while it runs (Task::ref; not in live_)
   ChunkedVector<std::pair<int, int>> edges_;  // (from, to) in creation order, until finish_edges
   // Successors of task t: succ_[succ_begin_[t] .. succ_begin_[t + 1]), in creation order.
   std::vector<int> succ_begin_;

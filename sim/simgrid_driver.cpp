@@ -136,8 +136,9 @@ void Replay::launch(int t) {
   if (t < 0) {
     live_flows_[-1 - t].comm = std::move(c);
     if (in_drain_ && live_flows_[-1 - t].signature >= 0) open_head_ = open_tail_ = t;  // later flows may ride it
-  } else {
-    live_[c.get()] = c;
+  } else {  // held at its flow's index: no hash map insertion and lookup per flow
+    while (flow_comms_.size() <= static_cast<size_t>(task.ref)) flow_comms_.emplace_back();
+    flow_comms_[task.ref] = std::move(c);
   }
   stats_.flows++;
 }
@@ -258,6 +259,11 @@ void Replay::simulate_tasks() {
         part_done(f);
         f = next;
       }
+      return;
+    }
+    if (task_ref(t).kind == Task::flow) {
+      finished_.push_back(std::move(flow_comms_[task_ref(t).ref]));
+      part_done(t);
       return;
     }
     auto it = live_.find(&a);
