@@ -17,21 +17,12 @@
 #include "topologies/sunway.hpp"
 #include "topologies/torus.hpp"
 
+#include "tests/unit/small_scenario.hpp"
+
 using namespace exasim;
 using json = nlohmann::json;
 
 namespace {
-
-json gpt_on(const json& machine) {
-  json j = json::parse(R"({
-    "name": "gpt-small",
-    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
-    "training": {"seq_len": 128, "precision": "fp16"},
-    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}
-  })");
-  j["machine"] = machine;
-  return j;
-}
 
 json gpu_machine() {
   return json::parse(R"({
@@ -86,7 +77,7 @@ TEST_CASE("machine files: every shipped machine parses, counts its devices and b
     const std::string name = path.substr(dir.size(), path.size() - dir.size() - 5);
     INFO("machine ", name);
     ++shipped;
-    const Scenario s = parse_scenario(gpt_on(name).dump(), "m.json");
+    const Scenario s = parse_scenario(test::small_gpt_on(name).dump(), "m.json");
     REQUIRE(expected.count(name) == 1);
     CHECK(s.machine.family == expected.at(name).first);
     CHECK(s.machine.device_count() == expected.at(name).second);
@@ -102,7 +93,7 @@ TEST_CASE("machine files: every shipped machine parses, counts its devices and b
 }
 
 TEST_CASE("machine files: selene's numbers and their labels") {
-  const Scenario s = parse_scenario(gpt_on("selene-dgx-a100").dump(), "m.json");
+  const Scenario s = parse_scenario(test::small_gpt_on("selene-dgx-a100").dump(), "m.json");
   const GpuClusterSpec& g = s.machine.gpu;
   CHECK(g.nodes == 384);
   CHECK(g.gpus_per_node == 8);
@@ -121,14 +112,14 @@ TEST_CASE("machine files: selene's numbers and their labels") {
 }
 
 TEST_CASE("machine families: inline gpu_cluster and torus machines parse") {
-  const Scenario g = parse_scenario(gpt_on(gpu_machine()).dump(), "m.json");
+  const Scenario g = parse_scenario(test::small_gpt_on(gpu_machine()).dump(), "m.json");
   CHECK(g.machine.family == "gpu_cluster");
   CHECK(g.machine.device_count() == 16);
   CHECK(g.machine.gpu.gpus_per_nic == 2);
   CHECK(g.machine.gpu.nics_per_node() == 4);
   CHECK(g.machine.gpu.spine_taper == 2);
   CHECK(g.machine.gpu.nvlink_latency_s == doctest::Approx(0.35e-6));
-  const Scenario t = parse_scenario(gpt_on(torus_machine()).dump(), "m.json");
+  const Scenario t = parse_scenario(test::small_gpt_on(torus_machine()).dump(), "m.json");
   CHECK(t.machine.family == "torus");
   CHECK(t.machine.device_count() == 8);
   CHECK(t.machine.device_word() == "chip");
@@ -140,7 +131,7 @@ TEST_CASE("machine families: bad fields name their JSON path") {
   {
     json m = gpu_machine();
     m["family"] = "dragonfly";
-    const auto [path, msg] = error_of(gpt_on(m));
+    const auto [path, msg] = error_of(test::small_gpt_on(m));
     CHECK(path == "/machine/family");
     CHECK(has(msg, "\"sunway\""));
     CHECK(has(msg, "\"gpu_cluster\""));
@@ -149,70 +140,70 @@ TEST_CASE("machine families: bad fields name their JSON path") {
   {
     json m = gpu_machine();
     m.erase("family");
-    CHECK(error_of(gpt_on(m)).first == "/machine/family");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/family");
   }
   {
     json m = gpu_machine();
     m.erase("nic_Bps");
-    CHECK(error_of(gpt_on(m)).first == "/machine/nic_Bps");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/nic_Bps");
   }
   {
     json m = gpu_machine();
     m["gpus_per_nic"] = 3;
-    const auto [path, msg] = error_of(gpt_on(m));
+    const auto [path, msg] = error_of(test::small_gpt_on(m));
     CHECK(path == "/machine/gpus_per_nic");
     CHECK(has(msg, "divisor of gpus_per_node (8)"));
   }
   {
     json m = gpu_machine();
     m["fat_tree"].erase("leaf_taper");
-    CHECK(error_of(gpt_on(m)).first == "/machine/fat_tree/leaf_taper");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/fat_tree/leaf_taper");
   }
   {
     json m = gpu_machine();
     m["fat_tree"]["spine_taper"] = -1;
-    CHECK(error_of(gpt_on(m)).first == "/machine/fat_tree/spine_taper");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/fat_tree/spine_taper");
   }
   {
     json m = gpu_machine();
     m["fat_tree"]["rail_optimized"] = {{"value", "yes"}, {"assumption", "a test"}};
-    CHECK(error_of(gpt_on(m)).first == "/machine/fat_tree/rail_optimized/value");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/fat_tree/rail_optimized/value");
   }
   {
     json m = gpu_machine();
     m["supernodes"] = 4;  // a Sunway key
-    CHECK(error_of(gpt_on(m)).first == "/machine/supernodes");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/supernodes");
   }
   {
     json m = gpu_machine();
     m["nvlink_Bps"] = "fast";
-    CHECK(error_of(gpt_on(m)).first == "/machine/nvlink_Bps");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/nvlink_Bps");
   }
   {
     json m = torus_machine();
     m.erase("torus_y");
-    CHECK(error_of(gpt_on(m)).first == "/machine/torus_y");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/torus_y");
   }
   {
     json m = torus_machine();
     m["torus_x"] = 0;
-    CHECK(error_of(gpt_on(m)).first == "/machine/torus_x");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/torus_x");
   }
   {
     json m = torus_machine();
     m["nic_Bps"] = 1e9;  // not a torus key
-    CHECK(error_of(gpt_on(m)).first == "/machine/nic_Bps");
+    CHECK(error_of(test::small_gpt_on(m)).first == "/machine/nic_Bps");
   }
 }
 
 TEST_CASE("machine families: plans larger than the machine say its device word, and MoDa needs Sunway") {
-  json j = gpt_on(gpu_machine());
+  json j = test::small_gpt_on(gpu_machine());
   j["plan"]["data_parallel"] = 16;  // 32 devices on 16 GPUs
   j["plan"]["global_batch"] = 32;
   const auto [path, msg] = error_of(j);
   CHECK(path == "/plan");
   CHECK(has(msg, "at most the machine's 16 devices (GPUs)"));
-  json t = gpt_on(torus_machine());
+  json t = test::small_gpt_on(torus_machine());
   t["plan"]["data_parallel"] = 8;
   t["plan"]["global_batch"] = 16;
   CHECK(has(error_of(t).second, "at most the machine's 8 devices (chips)"));

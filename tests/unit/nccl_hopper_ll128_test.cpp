@@ -17,6 +17,7 @@
 #include "app/embedded.hpp"
 #include "app/scenario.hpp"
 #include "tests/unit/ideal_machine.hpp"
+#include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/nccl_tuning.hpp"
 
@@ -26,19 +27,9 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-nlohmann::json scenario_on(const nlohmann::json& machine) {
-  nlohmann::json j = nlohmann::json::parse(R"({
-    "name": "gpt-small",
-    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
-    "training": {"seq_len": 128, "precision": "fp16"},
-    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}})");
-  j["machine"] = machine;
-  return j;
-}
-
 MachineSpec ideal(int nodes, const char* device) {
   MachineSpec m = test::ideal_gpu_cluster(nodes, 8, 1, 450e9, 50e9);
-  m.gpu.nccl = parse_scenario(scenario_on("dgx-h100").dump(), "n.json").machine.gpu.nccl;
+  m.gpu.nccl = test::parsed_machine("dgx-h100").gpu.nccl;
   m.device_name = device;
   return m;
 }
@@ -66,7 +57,7 @@ TEST_CASE("nccl hopper ll128: the shipped library enables LL128 on the H100 and 
   CHECK(c.ll128_enabled);
   // NCCL 2.7.5's own library (the A100 and V100 machines) has no 9.0 rows: the H100 keeps LL128 off
   MachineSpec old = h100;
-  old.gpu.nccl = parse_scenario(scenario_on("selene-dgx-a100").dump(), "n.json").machine.gpu.nccl;
+  old.gpu.nccl = test::parsed_machine("selene-dgx-a100").gpu.nccl;
   CHECK(old.gpu.nccl.compute_capability_90_devices.empty());
   CHECK_FALSE(comm_of(old, {0, 1, 2, 3, 4, 5, 6, 7}).ll128_enabled);
 }
@@ -109,7 +100,7 @@ TEST_CASE("nccl hopper ll128: an inline library's 9.0 caps without their devices
   m["collective_library"] = lib;
   auto refused_at = [&]() -> std::string {
     try {
-      (void)parse_scenario(scenario_on(m).dump(), "n.json");
+      (void)parse_scenario(test::small_gpt_on(m).dump(), "n.json");
     } catch (const ScenarioError& e) {
       return e.json_path();
     }

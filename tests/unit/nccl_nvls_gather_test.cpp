@@ -25,6 +25,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tests/unit/ideal_machine.hpp"
+#include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/nccl_tuning.hpp"
@@ -39,14 +40,8 @@ constexpr CollectiveKind kRS = CollectiveKind::reduce_scatter;
 constexpr CollectiveKind kAG = CollectiveKind::all_gather;
 
 MachineSpec h100_node() {  // one ideal node of 8 GPUs with NVLink SHARP and dgx-h100's library
-  const nlohmann::json j = nlohmann::json::parse(R"({
-    "name": "gpt-small",
-    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
-    "training": {"seq_len": 128, "precision": "fp16"},
-    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8},
-    "machine": "dgx-h100"})");
   MachineSpec m = test::ideal_gpu_cluster(1, 8, 1, kLink, 50e9);
-  m.gpu.nccl = parse_scenario(j.dump(), "n.json").machine.gpu.nccl;
+  m.gpu.nccl = test::parsed_machine("dgx-h100").gpu.nccl;
   m.gpu.nvlink_sharp = true;
   return m;
 }

@@ -19,6 +19,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tests/unit/ideal_machine.hpp"
+#include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/inner_level_classes.hpp"
 #include "topologies/nccl_tuning.hpp"
@@ -31,20 +32,10 @@ constexpr double kGiB = 1073741824.0;
 constexpr double kLink = 450e9;
 constexpr CollectiveKind kAR = CollectiveKind::all_reduce;
 
-MachineSpec dgx_h100() {
-  const nlohmann::json j = nlohmann::json::parse(R"({
-    "name": "gpt-small",
-    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
-    "training": {"seq_len": 128, "precision": "fp16"},
-    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8},
-    "machine": "dgx-h100"})");
-  return parse_scenario(j.dump(), "n.json").machine;
-}
-
 // 1 or 2 ideal nodes of 8 GPUs on a 450 GB/s NVLink with NVLink SHARP and dgx-h100's library.
 MachineSpec ideal_h100_nodes(int nodes, bool sharp = true) {
   MachineSpec m = test::ideal_gpu_cluster(nodes, 8, 1, kLink, 50e9);
-  m.gpu.nccl = dgx_h100().gpu.nccl;
+  m.gpu.nccl = test::parsed_machine("dgx-h100").gpu.nccl;
   m.gpu.nvlink_sharp = sharp;
   return m;
 }
@@ -97,7 +88,7 @@ TEST_CASE("nvls schedule: one step, each member sends B (n+1) / (n (n-1)) to eve
 }
 
 TEST_CASE("nccl nvls tuning: the shipped library and the machines that declare NVLink SHARP") {
-  const MachineSpec h100 = dgx_h100();
+  const MachineSpec h100 = test::parsed_machine("dgx-h100");
   CHECK(h100.gpu.nvlink_sharp);
   CHECK(h100.gpu.nccl.name == "nccl-2.7.5-nvls");
   CHECK(h100.gpu.nccl.nvls_nvlink_latency_s == doctest::Approx(23e-6));
@@ -159,12 +150,7 @@ TEST_CASE("nccl nvls tuning: an inline library's bad nvls value or unknown base 
   lib["nvls"]["algorithm_bandwidth_ratio"] = 1.5;
   nlohmann::json m = nlohmann::json::parse(embedded_files().at("topologies/machines/dgx-h100.json"));
   m["collective_library"] = lib;
-  nlohmann::json j = nlohmann::json::parse(R"({
-    "name": "gpt-small",
-    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
-    "training": {"seq_len": 128, "precision": "fp16"},
-    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}})");
-  j["machine"] = m;
+  nlohmann::json j = test::small_gpt_on(m);
   auto refused_at = [&]() -> std::string {
     try {
       (void)parse_scenario(j.dump(), "n.json");

@@ -16,6 +16,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "tests/unit/ideal_machine.hpp"
+#include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/faults.hpp"
 #include "topologies/inner_level_classes.hpp"
@@ -24,16 +25,6 @@
 using namespace exasim;
 
 namespace {
-
-nlohmann::json scenario_on(const nlohmann::json& machine) {
-  nlohmann::json j = nlohmann::json::parse(R"({
-    "name": "gpt-small",
-    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
-    "training": {"seq_len": 128, "precision": "fp16"},
-    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}})");
-  j["machine"] = machine;
-  return j;
-}
 
 // The JSON path of the ScenarioError that parsing `scenario` raises ("" if none).
 std::string refused_at(const nlohmann::json& scenario) {
@@ -276,15 +267,15 @@ TEST_CASE("nccl protocol: the faulty network forwards a collective's library ste
 
 TEST_CASE("nccl tuning: a machine's collective_library is refused beside the step latencies, or unknown") {
   nlohmann::json m = selene_inline();
-  CHECK(refused_at(scenario_on(m)).empty());
+  CHECK(refused_at(test::small_gpt_on(m)).empty());
   m["network_step_latency_s"] = 9.6e-6;
-  CHECK(refused_at(scenario_on(m)) == "/machine/network_step_latency_s");
+  CHECK(refused_at(test::small_gpt_on(m)) == "/machine/network_step_latency_s");
   m = selene_inline();
   m["collective_library"] = "nccl-9.9";
-  CHECK(refused_at(scenario_on(m)) == "/machine/collective_library");
+  CHECK(refused_at(test::small_gpt_on(m)) == "/machine/collective_library");
   m = selene_inline();
   m.erase("collective_library");  // a machine without a library: no tuner, Simple's defaults
-  CHECK(parse_scenario(scenario_on(m).dump(), "n.json").machine.gpu.nccl.name.empty());
+  CHECK(test::parsed_machine(m).gpu.nccl.name.empty());
 }
 
 TEST_CASE("nccl tuning: an inline library with a bad table value is refused at its path") {
@@ -292,11 +283,11 @@ TEST_CASE("nccl tuning: an inline library with a bad table value is refused at i
   lib["base_latency_s"]["ring"]["ll"] = -1;
   nlohmann::json m = selene_inline();
   m["collective_library"] = lib;
-  CHECK(refused_at(scenario_on(m)) == "/machine/collective_library/base_latency_s/ring/ll");
+  CHECK(refused_at(test::small_gpt_on(m)) == "/machine/collective_library/base_latency_s/ring/ll");
   lib = nlohmann::json::parse(embedded_files().at("topologies/libraries/nccl-2.7.5.json"));
   lib["tree_correction"]["ll"] = {1.0};
   m["collective_library"] = lib;
-  CHECK(refused_at(scenario_on(m)) == "/machine/collective_library/tree_correction/ll");
+  CHECK(refused_at(test::small_gpt_on(m)) == "/machine/collective_library/tree_correction/ll");
 }
 
 // Compute capability 8.0 (tuning.cc's compCap80, every GPU an A100): busBw = min(busBw, 235 GB/s)

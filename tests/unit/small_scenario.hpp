@@ -1,0 +1,27 @@
+// A small GPT scenario around any machine (a shipped machine's name or an inline machine object):
+// the unit tests that need a parsed machine, or a machine key refused at its JSON path, wrap it here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "app/scenario.hpp"
+#include "topologies/machine_spec.hpp"
+
+namespace exasim::test {
+
+inline nlohmann::json small_gpt_on(const nlohmann::json& machine) {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "name": "gpt-small",
+    "model": {"name": "gpt", "layers": 4, "d_model": 256, "heads": 8, "d_ff": 1024, "vocab": 1024},
+    "training": {"seq_len": 128, "precision": "fp16"},
+    "plan": {"data_parallel": 2, "tensor_parallel": 2, "micro_batch": 2, "global_batch": 8}})");
+  j["machine"] = machine;
+  return j;
+}
+
+// The machine as the scenario reader builds it (e.g. "dgx-h100": its NCCL library file read).
+inline MachineSpec parsed_machine(const nlohmann::json& machine) {
+  return parse_scenario(small_gpt_on(machine).dump(), "n.json").machine;
+}
+
+}  // namespace exasim::test
