@@ -258,13 +258,14 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
       throw ScenarioError(sc.file, "/plan", e.what());
     }
     take_transformer_workload(tw, p);
-    split_classes_for_family(p.workload, m);
     p.ranks = p.workload.rank_count;
     if (!sc.model.dense()) p.moe = tw.moe;
     // A plan that does not fit is refused with its numbers, never simulated as if it fitted.
     if (!o.memory_only) check_fits(sc, p);
   }
   adopt_family_collectives(p.workload, net, m);
+  // After the collectives are adopted: whether ranks of one stage behave alike depends on them.
+  if (!sc.model.is_convnet() && sc.plan_kind != Scenario::PlanKind::moda) split_classes_for_family(p.workload, m);
   if (o.memory_only) return p;
   FaultyNetwork faulty(net);
   apply_scenario_faults(sc, o, p, faulty);

@@ -1,14 +1,30 @@
 #include "topologies/inner_level_classes.hpp"
 
+#include <boost/range/iterator_range.hpp>
 #include <map>
+#include <variant>
 #include <utility>
 
 namespace exasim {
 
+bool role_runs_only_multi_ring(const Workload& w, const std::string& role) {
+  for (const StepGraph& g : w.programs)
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Op& op = g[v];
+      if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
+        if (c->group_role != role) continue;
+        if (c->algorithm != CollectiveAlgorithm::multi_ring) return false;
+      } else if (const auto* t = std::get_if<TransferWork>(&op.work)) {
+        if (t->group_role == role) return false;
+      }
+    }
+  return true;
+}
+
 bool groups_straddle_inner_levels(const Workload& w, int L) {
   if (L <= 1) return false;
   for (const auto& [role, table] : w.groups) {
-    (void)role;
+    bool straddles = false;
     for (const auto& members : table.members) {
       const size_t n = members.size();
       if (n < 2) continue;
@@ -17,8 +33,12 @@ bool groups_straddle_inner_levels(const Workload& w, int L) {
         const int a = w.node_of_rank.at(members[m]), b = w.node_of_rank.at(members[(m + 1) % n]);
         (a / L == b / L ? inside : across) = true;
       }
-      if (inside && across) return true;
+      if (inside && across) {
+        straddles = true;
+        break;
+      }
     }
+    if (straddles && !role_runs_only_multi_ring(w, role)) return true;
   }
   return false;
 }

@@ -10,12 +10,19 @@
 // level (Megatron's tensor groups on a node, data-parallel groups across nodes) keep their
 // classes.
 #pragma once
+#include <string>
+
 #include "sim/workload.hpp"
 
 namespace exasim {
 
 // True when a group of some role has consecutive members (ring neighbours, wrap included)
-// both inside one inner level and across inner levels.
+// both inside one inner level and across inner levels; roles that run only multi-ring
+// collectives (role_runs_only_multi_ring) are not asked.
+// True when no op of any program over group role `role` is other than a multi_ring collective
+// (a role no op uses, such as a dense model's expert_dp, cannot tell ranks apart either).
+bool role_runs_only_multi_ring(const Workload& w, const std::string& role);
+
 bool groups_straddle_inner_levels(const Workload& w, int devices_per_inner_level);
 
 // Splits w.class_of_rank by inner-level offset when groups_straddle_inner_levels; returns

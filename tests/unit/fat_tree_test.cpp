@@ -290,6 +290,8 @@ TEST_CASE("fat tree: classes split at the node only when a group's ring straddle
   CHECK(kept.class_of_rank == w.class_of_rank);
   ring.index(16);
   w.groups["dp"] = ring;  // 7 -> 8 and 15 -> 0 leave their node, the rest do not
+  CHECK_FALSE(groups_straddle_inner_levels(w, 8));  // but no op runs over it
+  add_op(w.programs[0], Op{"ar", "ar", Phase::optimizer, CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "dp", 1e6}}, {});
   CHECK(groups_straddle_inner_levels(w, 8));
   CHECK(split_classes_at_inner_level(w, 8));
   // (old class, offset) pairs, numbered as met: 0..7 for node 0, 8..15 for node 1.

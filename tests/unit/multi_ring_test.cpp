@@ -32,8 +32,8 @@ MachineSpec cluster(int nodes, int gpus, int gpus_per_nic = 1) {
   return test::ideal_gpu_cluster(nodes, gpus, gpus_per_nic, kNvlink, kNic);
 }
 
-// One ring all-reduce over every GPU (rank r on GPU r), ranks in one class split at the node as
-// `run` does, the multi-ring adopted when `adopt`.
+// One ring all-reduce over every GPU (rank r on GPU r), ranks in one class split at the node (as
+// `run` did before it split after adopting the collectives), the multi-ring adopted when `adopt`.
 Workload one_all_reduce(const FatTreeNetwork& net, const MachineSpec& m, double bytes, bool adopt) {
   Workload w = test::one_collective_workload(
       net.node_count(), CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes},
@@ -181,6 +181,55 @@ TEST_CASE("multi_ring sim: 4 nodes x 4 GPUs, folded all_reduce meets the same cl
   const double expected = multi_ring_closed_form(4, 4, bytes);
   INFO("simulated ", t, " s, closed form ", expected, " s");
   CHECK(std::fabs(t - expected) <= 1e-6 * expected);
+}
+
+// As `run` does now: the classes are split at the node only once the collectives are adopted, and
+// a role that runs only multi-ring collectives does not split them (every member sends one flow
+// inside its block and one across, whatever its offset): one representative for all 16 ranks.
+TEST_CASE("multi_ring sim: 4 nodes x 4 GPUs, one class kept after the multi-ring, folded meets the closed form") {
+  const MachineSpec m = cluster(4, 4);
+  const FatTreeNetwork net(m, Precision::fp32);
+  const double bytes = 64 * 4e6;
+  Workload w = test::one_collective_workload(
+      16, CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes}, Phase::optimizer, "ar");
+  REQUIRE(adopt_multi_ring_collectives(w, net) == 1);
+  CHECK_FALSE(split_classes_at_inner_level(w, m.devices_per_inner_level()));
+  const RooflineCostModel cost(device_profile_of(m));
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});
+  CHECK(res.stats.simulated_ranks == 1);
+  const double expected = multi_ring_closed_form(4, 4, bytes);
+  INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
+  CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
+}
+
+TEST_CASE("inner-level classes: a straddling role splits them unless every op over it is a multi-ring collective") {
+  const FatTreeNetwork net(cluster(4, 4), Precision::fp32);
+  Workload w;
+  w.rank_count = 16;
+  for (int r = 0; r < 16; ++r) {
+    w.node_of_rank.push_back(r);
+    w.class_of_rank.push_back(0);
+  }
+  GroupTable dp;
+  dp.members = {{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}};  // 2 per node: 0 -> 1 inside, 1 -> 4 across
+  dp.index(16);
+  w.groups["dp"] = dp;
+  CHECK_FALSE(groups_straddle_inner_levels(w, 4));  // no op over dp yet: nothing tells its ranks apart
+  add_op(w.programs[0], Op{"ar", "ar", Phase::optimizer, CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "dp", 1e6}}, {});
+  CHECK(groups_straddle_inner_levels(w, 4));  // the ring: offset 1 sends across, offset 0 inside
+  REQUIRE(adopt_multi_ring_collectives(w, net) == 1);
+  CHECK(role_runs_only_multi_ring(w, "dp"));
+  CHECK_FALSE(groups_straddle_inner_levels(w, 4));
+  Workload with_transfer = w;  // a point-to-point transfer over the role: its peer's offset matters
+  add_op(with_transfer.programs[0], Op{"s", "s", Phase::forward, TransferWork{TransferWork::Direction::send, "dp", 1, 1e6, 1}}, {});
+  CHECK_FALSE(role_runs_only_multi_ring(with_transfer, "dp"));
+  CHECK(split_classes_at_inner_level(with_transfer, 4));
+  CHECK(with_transfer.class_of_rank[5] == 1);  // (class 0, offset 1)
+  Workload with_all_to_all = w;  // an all-to-all over it keeps its own algorithm
+  add_op(with_all_to_all.programs[0], Op{"a", "a", Phase::forward, CollectiveWork{CollectiveKind::all_to_all, CollectiveAlgorithm::pairwise, "dp", 1e6}}, {});
+  CHECK(groups_straddle_inner_levels(with_all_to_all, 4));
+  CHECK_FALSE(split_classes_at_inner_level(w, 4));
+  CHECK(w.class_of_rank == std::vector<int>(16, 0));
 }
 
 // The analytic estimate: each step the slower of the NVLink flow (3 channels' chunks at 100 GB/s)
