@@ -1,46 +1,61 @@
 #include "topologies/inner_level_classes.hpp"
 
+#include <algorithm>
 #include <boost/range/iterator_range.hpp>
 #include <map>
-#include <variant>
+#include <string>
 #include <utility>
+#include <variant>
+#include <vector>
 
 namespace exasim {
 
-bool role_runs_only_multi_ring(const Workload& w, const std::string& role) {
+namespace {
+
+// The role of an op that tells the offsets of its group apart: a collective other than the
+// multi-ring's, or a point-to-point transfer; nullptr for the others (compute, multi-ring).
+const std::string* role_telling_offsets_apart(const Op& op) {
+  if (const auto* c = std::get_if<CollectiveWork>(&op.work))
+    return c->algorithm == CollectiveAlgorithm::multi_ring ? nullptr : &c->group_role;
+  if (const auto* t = std::get_if<TransferWork>(&op.work)) return &t->group_role;
+  return nullptr;
+}
+
+// True when some op of some program over one of `roles` tells offsets apart (one pass).
+bool some_role_tells_offsets_apart(const Workload& w, const std::vector<std::string>& roles) {
   for (const StepGraph& g : w.programs)
-    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
-      const Op& op = g[v];
-      if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
-        if (c->group_role != role) continue;
-        if (c->algorithm != CollectiveAlgorithm::multi_ring) return false;
-      } else if (const auto* t = std::get_if<TransferWork>(&op.work)) {
-        if (t->group_role == role) return false;
-      }
+    for (auto v : boost::make_iterator_range(boost::vertices(g)))
+      if (const std::string* role = role_telling_offsets_apart(g[v]))
+        if (std::find(roles.begin(), roles.end(), *role) != roles.end()) return true;
+  return false;
+}
+
+bool straddles(const Workload& w, const GroupTable& table, int L) {
+  for (const auto& members : table.members) {
+    const size_t n = members.size();
+    if (n < 2) continue;
+    bool inside = false, across = false;
+    for (size_t m = 0; m < n; ++m) {
+      const int a = w.node_of_rank.at(members[m]), b = w.node_of_rank.at(members[(m + 1) % n]);
+      (a / L == b / L ? inside : across) = true;
     }
-  return true;
+    if (inside && across) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool role_runs_only_multi_ring(const Workload& w, const std::string& role) {
+  return !some_role_tells_offsets_apart(w, {role});
 }
 
 bool groups_straddle_inner_levels(const Workload& w, int L) {
   if (L <= 1) return false;
-  for (const auto& [role, table] : w.groups) {
-    bool straddles = false;
-    for (const auto& members : table.members) {
-      const size_t n = members.size();
-      if (n < 2) continue;
-      bool inside = false, across = false;
-      for (size_t m = 0; m < n; ++m) {
-        const int a = w.node_of_rank.at(members[m]), b = w.node_of_rank.at(members[(m + 1) % n]);
-        (a / L == b / L ? inside : across) = true;
-      }
-      if (inside && across) {
-        straddles = true;
-        break;
-      }
-    }
-    if (straddles && !role_runs_only_multi_ring(w, role)) return true;
-  }
-  return false;
+  std::vector<std::string> roles;  // the roles whose groups straddle
+  for (const auto& [role, table] : w.groups)
+    if (straddles(w, table, L)) roles.push_back(role);
+  return !roles.empty() && some_role_tells_offsets_apart(w, roles);
 }
 
 bool split_classes_at_inner_level(Workload& w, int L) {
