@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end: folded fidelity on pipelined plans whose shared links (supernode uplinks) each
 # carry a few pipeline stages, not every class: folded step time equals the exhaustive one.
+# d: a GPU fat tree whose data-parallel groups (2 GPUs a node) run NCCL's multi-ring, so a stage
+# keeps one class (4 simulated ranks for 256), its nodes straddling two leaf groups; splitting the
+# stage by GPU offset, as before, folded it 1.2 % long (a cross-rail flow weighed as foreign).
 # Usage: fold_pipeline.sh <exasim> <source dir>
 set -euo pipefail
 exe=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-for n in a b c; do
+for n in a b c d; do
   for f in folded exhaustive; do
     "$exe" run "$src/tests/data/fold-pipeline-$n.json" --fidelity $f --out "$tmp/$n-$f" > /dev/null
   done
