@@ -232,6 +232,9 @@ double cycle_spacing_s(Prediction& p) {
     for (const TransformerWorkload::MeasuredItems& m : p.measured)
       if (r.program == m.program && (!last || item_end_s(r, m.items.back()) > p.measured_end_s))
         last = &r, items = &m, p.measured_end_s = item_end_s(r, m.items.back());
+  // A folded window holds micro-batches 0 .. second, second >= a period: at least one spacing.
+  if (!last || items->items.size() <= static_cast<size_t>(p.window.period))
+    throw std::logic_error("time folding: no simulated rank of stage 0 with its measured micro-batches");
   std::vector<double> spacings;
   const int period = p.window.period;
   for (size_t j = static_cast<size_t>(period); j < items->items.size(); ++j)
