@@ -18,6 +18,7 @@
 #include "models/transformer.hpp"
 #include "sim/analysis.hpp"
 #include "sim/engine.hpp"
+#include "sim/steady_cycle.hpp"
 
 namespace exasim {
 
@@ -67,6 +68,11 @@ struct Prediction {
   double simulated_step_time_s = 0;  // the simulated micro-batches' step
   double steady_spacing_s = 0;       // one period's spacing on stage 0
   double measured_end_s = 0;         // when the measured period ended (stage 0's second micro-batch)
+  // Stages tied for the bottleneck (sim/steady_cycle.hpp; 1: one bottleneck, the spacing of one
+  // period measured): the window then settles longer and the spacing is the mean over whole
+  // cycles of `cycle.period` periods (0: no cycle found; the mean over the last measured ones).
+  int tied_stages = 1;
+  SteadyCycle cycle;
   bool folded_in_time() const { return window.folded(micro_batches); }
 };
 

@@ -69,17 +69,17 @@ std::pair<int, int> last_steady_pair(const std::vector<PipelineItem>& order, int
 }
 }  // namespace
 
-SteadyStateWindow steady_state_window(PipelineSchedule schedule, int p, int m, int v) {
+SteadyStateWindow steady_state_window(PipelineSchedule schedule, int p, int m, int v, int settling_periods) {
   SteadyStateWindow w;
   w.simulated = m;
   if (schedule == PipelineSchedule::gpipe || p < 2) return w;
   w.period = schedule == PipelineSchedule::interleaved ? p : 1;
   // The fewest micro-batches (a multiple of the period, at least p) whose measured pair comes after
-  // kSettlingPeriods steady periods, and that still leave a period out.
+  // `settling_periods` steady periods, and that still leave a period out.
   for (int sim = p; sim + w.period <= m; sim += w.period) {
     if ((m - sim) % w.period != 0) continue;
     const auto [first, second] = last_steady_pair(pipeline_order(schedule, p, sim, v, 0), w.period);
-    if (first < kSettlingPeriods * w.period) continue;
+    if (first < settling_periods * w.period) continue;
     w.simulated = sim;
     w.first = first;
     w.second = second;

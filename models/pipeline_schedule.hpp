@@ -53,6 +53,9 @@ struct SteadyStateWindow {
 // unequal cost settle into the bottleneck's rhythm) must be over by then. Checked against the full
 // replay of every shipped pipelined scenario (tests/unit/time_folding_test.cpp: within 0.1 %).
 constexpr int kSettlingPeriods = 1;
-SteadyStateWindow steady_state_window(PipelineSchedule schedule, int stages, int micro_batches, int chunks);
+// `settling_periods`: more steady periods before the measured pair, for a steady state that
+// repeats only over several periods (sim/steady_cycle.hpp).
+SteadyStateWindow steady_state_window(PipelineSchedule schedule, int stages, int micro_batches, int chunks,
+                                      int settling_periods = kSettlingPeriods);
 
 }  // namespace exasim

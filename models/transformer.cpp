@@ -1316,11 +1316,14 @@ namespace {
 void build_items(StageBuilder& sb, TransformerWorkload& out, int program, int stage,
                  const std::vector<PipelineItem>& order) {
   const SteadyStateWindow& w = out.window;
-  TransformerWorkload::MeasuredItems measured{program};
+  TransformerWorkload::MeasuredItems measured;
+  measured.program = program;
+  if (w.second >= 0) measured.items.resize(static_cast<size_t>(w.second) + 1);
   for (const PipelineItem& it : order) {
     const long begin = sb.ops();
     sb.item(it);
     if (it.forward || it.chunk != 0) continue;
+    if (it.micro_batch <= w.second) measured.items[static_cast<size_t>(it.micro_batch)] = {begin, sb.ops()};
     if (it.micro_batch == w.first) measured.first_begin = begin, measured.first_end = sb.ops();
     if (it.micro_batch == w.second) measured.second_begin = begin, measured.second_end = sb.ops();
   }
@@ -1430,7 +1433,8 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   x.pp.main_grad_step = x.pp.main_grad_step && !build.fused_optimizer_step;
 
   out.micro_batches = plan.micro_batches();
-  out.window = build.fold_in_time ? steady_state_window(plan.schedule, plan.pipeline, out.micro_batches, plan.virtual_stages)
+  out.window = build.fold_in_time ? steady_state_window(plan.schedule, plan.pipeline, out.micro_batches, plan.virtual_stages,
+                                                        build.settling_periods)
                             : SteadyStateWindow{out.micro_batches};
   const int mbs = out.window.simulated;
   // Every micro-batch has the same flops: the ones not built are counted as the built ones.

@@ -28,6 +28,8 @@
 // the Adam update of the shard and an all-gather of the parameters (ZeRO 1 and 2); ZeRO 3
 // also all-gathers each layer's parameters before its forward and its backward.
 #pragma once
+#include <utility>
+
 #include "models/memory_model.hpp"
 #include "models/moe_routing.hpp"
 #include "models/moe_spec.hpp"
@@ -62,6 +64,9 @@ struct TransformerWorkload {
   struct MeasuredItems {
     int program = 0;
     long first_begin = 0, first_end = 0, second_begin = 0, second_end = 0;
+    // The same op ids [begin, end) for every micro-batch 0 .. second, in micro-batch order: their
+    // ends give the spacings of the whole steady stretch (a cycle over several periods).
+    std::vector<std::pair<long, long>> items;
   };
   std::vector<MeasuredItems> measured;
   std::vector<long> item_ops_end;  // per program: its micro-batches' ops are [0, item_ops_end)
@@ -85,6 +90,8 @@ struct WorkloadBuild {
   // Build only the micro-batches of steady_state_window (the caller extends the step time:
   // extended_step_time_s in app/pipeline.cpp); the flop counts stay the whole step's.
   bool fold_in_time = false;
+  // Steady periods simulated before the measured pair (steady_state_window).
+  int settling_periods = kSettlingPeriods;
 };
 
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,

@@ -3,7 +3,8 @@
 # scenario (scenarios/ and the golden scenarios, pipeline_parallel > 1) is run folded as shipped
 # and again with "engine": {"every_micro_batch": true} (every micro-batch built and replayed); the
 # step times must agree within 0.1 %, and the scenarios that fold in time must build fewer
-# micro-batches and report them. Usage: time_folding.sh <exasim> <source dir>
+# micro-batches and report them; a plan whose stages tie for the bottleneck (BLOOM-176B's) must
+# fold over a cycle of periods (sim/steady_cycle.hpp). Usage: time_folding.sh <exasim> <source dir>
 set -euo pipefail
 exe=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -31,7 +32,7 @@ def run(name, scenario_file):
         sys.exit(f"FAIL: {scenario_file}: exit {r.returncode}\n{r.stderr}")
     return json.load(open(os.path.join(out, "report.json")))
 
-folded_count, worst = 0, 0.0
+folded_count, cycled, worst = 0, 0, 0.0
 for i, (f, s) in enumerate(pipelined):
     folded = run(f"f{i}", f)
     s = dict(s)
@@ -58,6 +59,11 @@ for i, (f, s) in enumerate(pipelined):
         folded_count += 1
         assert tf["simulated_micro_batches"] < tf["micro_batches"], f
         assert folded["sim"]["flows"] < full["sim"]["flows"], f
+        # Stages tied for the bottleneck (BLOOM-176B's plan): the spacing is a cycle's mean.
+        if "tied_stages" in tf:
+            cycled += 1
+            assert tf["tied_stages"] > 1 and tf["cycle_periods"] > 0, f"{f}: tied stages, no cycle found: {tf}"
+            print(f"  {tf['tied_stages']} stages tie: a cycle of {tf['cycle_periods']} periods")
 # --fidelity exhaustive always replays every micro-batch.
 out = os.path.join(tmp, "exhaustive")
 r = subprocess.run([exe, "run", "tests/golden/scenarios/gpu-pipeline-1f1b-h100.json", "--fidelity", "exhaustive",
@@ -65,5 +71,6 @@ r = subprocess.run([exe, "run", "tests/golden/scenarios/gpu-pipeline-1f1b-h100.j
 assert r.returncode == 0, r.stderr
 assert "time_folding" not in json.load(open(os.path.join(out, "report.json")))["sim"], "exhaustive folded in time"
 assert folded_count >= 5, f"expected most shipped pipelined scenarios to fold in time, {folded_count} did"
+assert cycled >= 1, "expected BLOOM-176B's plan to fold in time over a cycle of tied stages"
 print(f"{len(pipelined)} pipelined scenarios, {folded_count} folded in time, worst step-time difference {100 * worst:.2e} %")
 PY

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <variant>
+#include <utility>
 #include <vector>
 
 #include "models/pipeline_schedule.hpp"
@@ -342,6 +343,29 @@ TEST_CASE("steady-state window: 1F1B, interleaved, GPipe and short plans") {
   CHECK(iw.simulated < 64);
   CHECK(iw.second == iw.first + 4);
   CHECK(iw.first >= 4);
+}
+
+// A longer settling (stages tied for the bottleneck: app/pipeline.cpp): with s micro-batches on
+// p = 4, stage 0's steady backwards are B0 .. B(s - 5), the pair (s - 6, s - 5); 10 periods before
+// it need s = 16. The build records the last backward of every micro-batch 0 .. second.
+TEST_CASE("steady-state window: a longer settling, and every steady micro-batch's ops recorded") {
+  const SteadyStateWindow w = steady_state_window(PipelineSchedule::one_f_one_b, 4, 32, 1, 10);
+  CHECK(w.simulated == 16);
+  CHECK(w.first == 10);
+  CHECK(w.second == 11);
+  CHECK_FALSE(steady_state_window(PipelineSchedule::one_f_one_b, 4, 16, 1, 10).folded(16));  // no period left
+  ParallelPlan p = plan(1, 1, 4, 1, 32);
+  WorkloadBuild build;
+  build.fold_in_time = true;
+  build.settling_periods = 10;
+  const TransformerWorkload tw = build_transformer_workload(gpt(4), half(), p, 1, build);
+  CHECK(tw.window.simulated == 16);
+  REQUIRE(tw.measured.size() == 1);  // stage 0's one program
+  const TransformerWorkload::MeasuredItems& m = tw.measured[0];
+  REQUIRE(m.items.size() == 12);
+  CHECK(m.items[10] == std::pair<long, long>{m.first_begin, m.first_end});
+  CHECK(m.items[11] == std::pair<long, long>{m.second_begin, m.second_end});
+  for (size_t j = 0; j < m.items.size(); ++j) CHECK(m.items[j].first < m.items[j].second);
 }
 
 TEST_CASE("steady-state window: the built step holds the window's micro-batches, the flops the whole step's") {
