@@ -329,22 +329,26 @@ int Replay::folded_start(int s, OpId v, const CollectiveWork& c, const GroupTabl
 // data comes around); a member whose d nearest members upstream are of its class runs steps 0 .. d
 // at its own arrival, as the exhaustive ring's early members do while a straggler is on its way
 // (their flows meet the other traffic on their NICs then). The representative runs its class's
-// mean of those early steps, then the rest once every class has reached the ring and the latest
+// mean of those early steps (over its members in every group of the role, to the nearest step), then the rest once every class has reached the ring and the latest
 // one's data has come the same number of hops (early steps x the ring's step): its last step ends
 // as the ring's does, that arrival plus every step.
 FoldedGate Replay::ring_gate(int s, const CollectiveWork& c, const GroupTable& gt, int g, int sync) {
   FoldedGate gate;
-  const auto& members = gt.members[g];
-  const int n = static_cast<int>(members.size()), own_class = folding_class(w_, fold_.slot_rank[s]);
+  const int n = static_cast<int>(gt.members[g].size()), own_class = folding_class(w_, fold_.slot_rank[s]);
+  if (ranks_of_class_.empty())
+    for (int r = 0; r < w_.rank_count; ++r) ranks_of_class_[folding_class(w_, r)].push_back(r);
   long early = 0, count = 0;
-  for (int j = 0; j < n; ++j) {
-    if (folding_class(w_, members[j]) != own_class) continue;
+  for (int r : ranks_of_class_.at(own_class)) {  // every member of the class, in whichever group of the role
+    const int gr = gt.group_of_rank.at(r);
+    if (gr < 0) continue;
+    const auto& members = gt.members[gr];
+    const int size = static_cast<int>(members.size()), j = gt.index_in_group[r];
     int d = 0;
-    while (d < n - 1 && folding_class(w_, members[((j - d - 1) % n + n) % n]) == own_class) d++;
+    while (d < size - 1 && folding_class(w_, members[((j - d - 1) % size + size) % size]) == own_class) d++;
     early += d + 1, count++;
   }
   const CollectiveSchedule sch = schedule_of(c, n, gt.block_size);
-  gate.early_steps = static_cast<int>(std::min<long>(early / count, sch.step_count()));
+  gate.early_steps = static_cast<int>(std::min<long>((early + count / 2) / count, sch.step_count()));
   CollectiveStep st;
   sch.critical_step(gt.index_in_group[fold_.slot_rank[s]], 0, st);
   const double bytes = st.sends.size() == 1 ? st.sends[0].bytes : 0;
