@@ -9,7 +9,9 @@
 //    or a bandwidth_factor of their links not 1: a straggler among a data-parallel group), it
 //    starts once they have reached it: the collective waits for its slow members, as the
 //    exhaustive one does through its data. (Classes that differ otherwise, e.g. by their offset in
-//    a GPU node, are taken as reaching a collective together, as before.)
+//    a GPU node, are taken as reaching a collective together, as before.) A ring with a slowed slot
+//    runs its first steps, those its class's members run before the late classes' data reaches
+//    them, at its own arrival, and the rest once every class has reached it (ring_gate).
 //    Consecutive steps over the same folded route merge into one flow carrying their bytes,
 //    preceded by a delay carrying the latencies of the merged steps.
 #include <algorithm>
@@ -298,7 +300,8 @@ void Replay::step_routes(int s, int src_node, const CollectiveStep& st, const Co
 
 // Folded: the task a representative's collective starts after: `ready`, or a join that also waits
 // for other classes' representatives to reach the collective (PendingSync).
-int Replay::folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready) {
+int Replay::folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready,
+                         FoldedGate& gate) {
   const int own_class = folding_class(w_, fold_.slot_rank[s]);
   // A ring waits for every member: member j's step k needs member j - 1's step k - 1, so each
   // member's last step ends no earlier than any member's start plus the ring's steps (in
@@ -317,7 +320,57 @@ int Replay::folded_start(int s, OpId v, const CollectiveWork& c, const GroupTabl
   const int start = new_task(Task::join);
   edge(ready, start);
   syncs_.push_back({start, &gt, g, prog(s).collective_seq[v], own_class, whole_ring});
-  return start;
+  if (whole_ring && !net_.routes_around_failures()) gate = ring_gate(s, c, gt, g, start);
+  return gate.early_steps > 0 ? ready : start;
+}
+
+// Folded ring with a slowed slot: the steps its class's members run before the other classes'
+// data reaches them. Member m's step k needs members m - 1 .. m - k to have reached the ring (their
+// data comes around); a member whose d nearest members upstream are of its class runs steps 0 .. d
+// at its own arrival, as the exhaustive ring's early members do while a straggler is on its way
+// (their flows meet the other traffic on their NICs then). The representative runs its class's
+// mean of those early steps (over its members in every group of the role, to the nearest step), then the rest once every class has reached the ring and the latest
+// one's data has come the same number of hops (early steps x the ring's step): its last step ends
+// as the ring's does, that arrival plus every step.
+FoldedGate Replay::ring_gate(int s, const CollectiveWork& c, const GroupTable& gt, int g, int sync) {
+  FoldedGate gate;
+  const int n = static_cast<int>(gt.members[g].size()), own_class = folding_class(w_, fold_.slot_rank[s]);
+  if (ranks_of_class_.empty())
+    for (int r = 0; r < w_.rank_count; ++r) ranks_of_class_[folding_class(w_, r)].push_back(r);
+  long early = 0, count = 0;
+  for (int r : ranks_of_class_.at(own_class)) {  // every member of the class, in whichever group of the role
+    const int gr = gt.group_of_rank.at(r);
+    if (gr < 0) continue;
+    const auto& members = gt.members[gr];
+    const int size = static_cast<int>(members.size()), j = gt.index_in_group[r];
+    int d = 0;
+    while (d < size - 1 && folding_class(w_, members[((j - d - 1) % size + size) % size]) == own_class) d++;
+    early += d + 1, count++;
+  }
+  const CollectiveSchedule sch = schedule_of(c, n, gt.block_size);
+  gate.early_steps = static_cast<int>(std::min<long>((early + count / 2) / count, sch.step_count()));
+  CollectiveStep st;
+  sch.critical_step(gt.index_in_group[fold_.slot_rank[s]], 0, st);
+  const double bytes = st.sends.size() == 1 ? st.sends[0].bytes : 0;
+  gate.fill_s = gate.early_steps * ring_hops(gt, g, 1, c).step_s(bytes);
+  gate.sync = sync;
+  return gate;
+}
+
+// Folded ring: the join after which a representative's steps from gate.early_steps on run, once its
+// early steps (`prev`) are over and gate.fill_s has passed since every class reached the ring (a
+// flow without bytes: a delay alone).
+int Replay::pass_gate(int s, const FoldedGate& gate, int prev, int src_node, int dst_node) {
+  const int join = new_task(Task::join);
+  edge(prev, join);
+  int after = gate.sync;
+  if (gate.fill_s > 0) {
+    const auto [src_ep, dst_ep] = paths_.folded_endpoints(s, paths_.route(paths_.route_id(s, src_node, dst_node)));
+    after = flow_task(src_ep, dst_ep, 0, gate.fill_s);
+    edge(gate.sync, after);
+  }
+  edge(after, join);
+  return join;
 }
 
 void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready) {
@@ -325,12 +378,13 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   const int r = fold_.slot_rank[s];
   const int g = gt.group_of_rank.at(r);
   if (g < 0) throw std::runtime_error("rank " + std::to_string(r) + " has no group for role '" + c.group_role + "'");
-  int prev = folded_start(s, v, c, gt, g, ready);
-  const int start = prev;
+  FoldedGate gate;
+  int prev = folded_start(s, v, c, gt, g, ready, gate);
+  const int start = gate.early_steps > 0 ? gate.sync : prev;
   const FoldedFlowsKey key{s, &gt, g, static_cast<int>(c.kind), static_cast<int>(c.algorithm), c.bytes,
                            c.wire_bytes_factor, c.base_latency_s, c.within_node_step_latency_s,
                            c.between_nodes_step_latency_s, c.tree_members_per_node, c.tree_chunks};
-  auto known = folded_flows_.find(key);
+  auto known = gate.early_steps > 0 ? folded_flows_.end() : folded_flows_.find(key);
   if (known != folded_flows_.end()) {
     for (const FlowInfo& f : known->second) {
       const int t = flow_task(f.src, f.dst, f.amount, f.delay_s);
@@ -340,8 +394,8 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
   } else {
     std::vector<FlowInfo> flows;
     bool reusable = true;
-    prev = expand_folded_steps(s, c, gt, g, prev, flows, reusable);
-    if (reusable) folded_flows_.emplace(key, std::move(flows));
+    prev = expand_folded_steps(s, c, gt, g, prev, flows, reusable, gate);
+    if (reusable && gate.early_steps <= 0) folded_flows_.emplace(key, std::move(flows));
   }
   const int done = new_task(Task::join);
   edge(prev, done);
@@ -354,7 +408,7 @@ void Replay::expand_collective_folded(int s, OpId v, const CollectiveWork& c, in
 // The representative's steps of its collective as flows after `prev`; returns the last. `flows`
 // gets each run's flow; `reusable` is cleared by a step of many sends (flows in parallel, joined).
 int Replay::expand_folded_steps(int s, const CollectiveWork& c, const GroupTable& gt, int g, int prev,
-                                std::vector<FlowInfo>& flows, bool& reusable) {
+                                std::vector<FlowInfo>& flows, bool& reusable, const FoldedGate& gate) {
   CollectiveStep st;
   const int r = fold_.slot_rank[s];
   const auto& members = gt.members[g];
@@ -373,6 +427,10 @@ int Replay::expand_folded_steps(int s, const CollectiveWork& c, const GroupTable
   const RingHops* hops = nullptr;  // a ring's hops to the member `hops_offset` after each
   int hops_offset = -1;
   for (int k = 0; k < sch.step_count(); ++k) {
+    if (gate.early_steps > 0 && k == gate.early_steps) {  // the later steps wait for every class (ring_gate)
+      flush();
+      prev = pass_gate(s, gate, prev, src_node, w_.node_of_rank[members[(m + 1) % n]]);
+    }
     sch.critical_step(m, k, st);  // the representative stands for its class: the critical path's sends
     if (st.sends.size() == 1) {
       const auto& snd = st.sends[0];

@@ -184,6 +184,14 @@ struct RingHops {
   }
 };
 
+// Folded ring with a slowed slot (Replay::ring_gate): steps from `early_steps` on wait for `sync`
+// (every class has reached the ring) and `fill_s` after it; none when early_steps <= 0.
+struct FoldedGate {
+  int early_steps = 0;
+  int sync = -1;
+  double fill_s = 0;
+};
+
 struct PendingSync {
   int start;
   const GroupTable* gt;
@@ -262,8 +270,10 @@ class Replay {
   int new_live_flow();
   void expand_collective_folded(int s, OpId v, const CollectiveWork& c, int ready);
   int expand_folded_steps(int s, const CollectiveWork& c, const GroupTable& gt, int g, int prev,
-                          std::vector<FlowInfo>& flows, bool& reusable);
-  int folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready);
+                          std::vector<FlowInfo>& flows, bool& reusable, const FoldedGate& gate);
+  int folded_start(int s, OpId v, const CollectiveWork& c, const GroupTable& gt, int g, int ready, FoldedGate& gate);
+  FoldedGate ring_gate(int s, const CollectiveWork& c, const GroupTable& gt, int g, int sync);
+  int pass_gate(int s, const FoldedGate& gate, int prev, int src_node, int dst_node);
   void folded_member_wait(int s, const CollectiveSchedule& sch, const CollectiveWork& c, const GroupTable& gt, int g,
                           int start, int done);
   void step_routes(int s, int src_node, const CollectiveStep& st, const CollectiveWork& c, const std::vector<int>& members,

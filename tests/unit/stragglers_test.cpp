@@ -96,7 +96,12 @@ TEST_CASE("stragglers: one rank at compute factor 2 slows a folded data-parallel
   const SimResult r = run_with_straggler(Fidelity::folded, 2, 1);
   CHECK(r.stats.simulated_ranks == 2);  // the straggler's class and its group's other members
   CHECK(r.step_time_s == doctest::Approx(2 * kCompute_s + ring_s(kBandwidth_Bps)).epsilon(1e-9));
-  // Every simulated rank waits for the straggler: the step ends together.
+  // Every simulated rank waits for the straggler: the step ends together. The other class (ranks 0-2
+  // and 4-7, the straggler rank 3) runs its early ring steps at T (Replay::ring_gate: a member runs
+  // 1 + its class's members directly upstream of it: ranks 4, 5, 6, 7, 0, 1, 2 run 1 .. 7 steps,
+  // 28 over 7 members, 4 steps), the rest from the straggler's arrival 2 T plus those 4 steps'
+  // fill: 2 T + 4 s + 10 s = 2 T + A (s = A / 14, D = 8). Without the fill it would end at
+  // 2 T + 10 s.
   for (const SimulatedRank& sr : r.ranks)
     CHECK(sr.ops.back().end_s == doctest::Approx(r.step_time_s).epsilon(1e-9));
 }
