@@ -789,7 +789,7 @@ std::string general_text(const Prediction& p) {
   s += fmt::format("  plan       {} devices = data {} x tensor {} ({}) x pipeline {} ({}, {} chunk(s)){}; ZeRO {}, "
                    "recompute {}{}\n",
                    pl.devices(), pl.data, pl.tensor, to_string(pl.tensor_mode), pl.pipeline, to_string(pl.schedule),
-                   pl.virtual_stages, pl.context > 1 ? fmt::format(" x context {} (ring)", pl.context) : std::string(),
+                   pl.virtual_stages, pl.context > 1 ? fmt::format(" x context {} ({})", pl.context, to_string(pl.context_algorithm)) : std::string(),
                    pl.zero_stage, to_string(pl.recompute),
                    std::string(pl.sequence_parallel ? ", sequence parallel" : "") +
                        (pl.offload_optimizer ? ", optimizer offloaded to the host" : ""));

@@ -1092,7 +1092,8 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
-                 "sequence_parallel", "tp_comm_overlap", "attention", "context_parallel", "prefetch_parameters",
+                 "sequence_parallel", "tp_comm_overlap", "attention", "context_parallel", "context_parallel_algorithm",
+                 "prefetch_parameters",
                  "reduce_scatter_per_micro_batch", "grad_reduce_in_fp32", "offload_optimizer", "micro_batch", "global_batch", "placement", "slice"});
   ParallelPlan s;
   s.tensor = r.optional_int(p, path, "tensor_parallel", 1);
@@ -1102,6 +1103,13 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.tensor_depth = r.optional_int(p, path, "tensor_depth", 1);
   s.pipeline = r.optional_int(p, path, "pipeline_parallel", 1);
   s.context = r.optional_int(p, path, "context_parallel", 1);
+  s.context_algorithm = r.choice(
+      p, path, "context_parallel_algorithm",
+      {ParallelPlan::ContextParallelAlgorithm::ring, ParallelPlan::ContextParallelAlgorithm::all_gather},
+      std::optional(ParallelPlan::ContextParallelAlgorithm::ring));
+  if (Reader::find(p, "context_parallel_algorithm") && s.context == 1)
+    r.fail(child(path, "context_parallel_algorithm"),
+           "expected no context_parallel_algorithm: context_parallel is 1, so no keys or values are shared");
   s.virtual_stages = r.optional_int(p, path, "virtual_stages", 1);
   // Without a schedule: interleaved when the devices hold several model chunks, else 1F1B.
   s.schedule = r.choice(p, path, "schedule",

@@ -16,6 +16,9 @@ constexpr double kOpsPerProgramFixed = 64;
 // Context parallelism (ring attention): per layer pass and ring step, an attention block and its
 // key/value send and receive (and, backward, the key/value gradients' send and receive).
 constexpr double kOpsPerContextStep = 8;
+// All-gather context parallelism (Llama 3): per layer pass, the keys and values' all-gather, two
+// attention kernels and, backward, the gradients' reduce-scatter, whatever the group's size.
+constexpr double kOpsPerGatheredContext = 8;
 
 }  // namespace
 
@@ -33,7 +36,9 @@ GraphSizeEstimate estimate_graph_size(const ModelSpec& m, const TrainingSpec& t,
   const double layers_per_device = (double(m.layers) + 2.0 * m.decoder_layers) / pipeline;  // (a decoder layer: two attentions)
   const double micro_batches = double(plan.global_batch) / (double(plan.micro_batch) * plan.data);
   const double passes = 2 * micro_batches * chunks;  // each micro-batch's forward and backward of each chunk
-  const double layer_pass = kOpsPerLayerPass + kOpsPerContextStep * (double(plan.context) - 1);
+  const bool gathered = plan.context > 1 && plan.context_algorithm == ParallelPlan::ContextParallelAlgorithm::all_gather;
+  const double layer_pass =
+      kOpsPerLayerPass + (gathered ? kOpsPerGatheredContext : kOpsPerContextStep * (double(plan.context) - 1));
   e.ops_per_rank = passes * (layers_per_device / chunks * layer_pass + kOpsPerPassFixed) +
                    layers_per_device * kOpsPerLayerUpdate + kOpsPerProgramFixed;
   e.ranks = double(plan.data) * plan.tensor * plan.pipeline * plan.context;

@@ -279,7 +279,11 @@ DeviceMemory device_memory(const ModelSpec& m, const TrainingSpec& t, const Para
   if (p.pipeline > 1) comm = std::max(comm, T * z.h * z.e * act_frac);  // received activations (gathered under 1-D without sequence parallelism)
   // Ring attention, at the backward's peak: a key/value block (2 b (s/c) (kv h/a) / t elements)
   // being sent and one being received, and their gradients' two: 4 blocks.
-  if (p.context > 1) comm = std::max(comm, 4 * 2 * T * z.h * z.kvf * z.e / l.size);
+  // All-gather context parallelism (Llama 3): the whole sequence's keys and values gathered and
+  // their gradients before the reduce-scatter, 2c blocks.
+  const double kv_block = 2 * T * z.h * z.kvf * z.e / l.size;
+  const bool gathered = p.context_algorithm == ParallelPlan::ContextParallelAlgorithm::all_gather;
+  if (p.context > 1) comm = std::max(comm, (gathered ? 2.0 * p.context : 4.0) * kv_block);
   if (zero >= 3 && p.gradient_replicas() > 1) comm = std::max(comm, dp.dense_per_layer * sb.parameter);  // one layer's gathered parameters
   out.communication_buffers_bytes = comm;
 

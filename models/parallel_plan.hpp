@@ -107,6 +107,13 @@ struct ParallelPlan {
   // it. The gradients are reduced over data x context devices. Placed just outside tensor unless
   // the placement lists "context".
   int context = 1;
+  // How the context-parallel group shares the keys and values (Transformer Engine's cp_comm_type,
+  // Megatron-Core's --cp-comm-type): ring ("p2p": the blocks passed around the ring, each hop
+  // hidden under the block before it, AttnFuncWithCPAndKVP2P) or all_gather (Llama 3 section 3.3.2,
+  // AttnFuncWithCPAndKVAllGather: each layer all-gathers the keys and values over the group before
+  // its attention, exposed, the backward gathers them again and reduce-scatters their gradients).
+  enum class ContextParallelAlgorithm { ring, all_gather };
+  ContextParallelAlgorithm context_algorithm = ContextParallelAlgorithm::ring;
   int micro_batch = 1;       // sequences per micro-batch per pipeline (per data-parallel replica)
   int global_batch = 1;      // sequences per step, all replicas (images, for a convolutional network)
   // Convolutional networks: replicas (consecutive ranks) whose batch norm shares its statistics
@@ -138,6 +145,10 @@ struct ParallelPlan {
 // The attention core's one name table: the scenario's "attention" and the report's.
 inline const char* to_string(ParallelPlan::Attention a) {
   return a == ParallelPlan::Attention::flash ? "flash" : "standard";
+}
+// The context-parallel algorithm's one name table: the scenario's "context_parallel_algorithm".
+inline const char* to_string(ParallelPlan::ContextParallelAlgorithm a) {
+  return a == ParallelPlan::ContextParallelAlgorithm::all_gather ? "all_gather" : "ring";
 }
 
 }  // namespace exasim

@@ -76,6 +76,7 @@ struct Dims {
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
   // Context parallelism: the devices of one ring ("cp"); T is this device's tokens, b s / cp.
   double cp = 1;
+  bool cp_all_gather = false;  // plan.context_parallel_algorithm all_gather (else the ring)
   double dropout = 0;    // the model's dropout probability (0: no dropout kernels)
   double dh() const { return d / h; }
   // The model (its family, which layers are MoE and which decode: models/moe_spec.hpp).
@@ -890,6 +891,10 @@ class StageBuilder {
   // key/value head among h / kv query heads: the per-query-head GEMMs are unchanged.
   // `a`: "attn" (self-attention) or "cross" (a decoder layer's attention over the encoder's output).
   void attention_core(const std::string& p, Phase ph, const std::string& suffix, const std::string& a = "attn") {
+    if (x_.cp > 1 && x_.cp_all_gather) {
+      all_gather_attention(p, ph, suffix, 2);
+      return;
+    }
     if (x_.cp > 1) {
       ring_attention_forward(p, ph, suffix);
       return;
@@ -1017,6 +1022,42 @@ class StageBuilder {
     }
     last_ = compute;
     joins_.push_back(grad);
+  }
+
+  // All-gather context parallelism (Llama 3 section 3.3.2; Transformer Engine's
+  // AttnFuncWithCPAndKVAllGather): the layer's keys and values are all-gathered over "cp" first
+  // (exposed: the kernels wait for the whole sequence's), then each of the device's 2 chunks of
+  // s/2c queries (chunks r and 2c-1-r) meets the keys it sees. Under the causal mask chunk j meets
+  // j whole chunks before it and its own diagonal chunk, so the device's two chunks meet 2c-1 whole
+  // chunks and 2 diagonal ones, every device the same; costed as two kernels of their FLOPs: the
+  // 2c-1 unmasked s/2c x s/2c blocks (the full-mask kernel) and the 2 diagonal blocks (the causal
+  // kernel). Without the mask each chunk meets all 2c chunks. The backward (passes 5) gathers the
+  // keys and values again (only the local ones are kept), and the whole sequence's key/value
+  // gradients are reduce-scattered over "cp" before the QKV projection's backward takes them.
+  // Model FLOPs as the ring's: the plain kernel's s^2 shared by c devices.
+  double cp_chunk() const { return x_.s / (2 * x_.cp); }
+  double gathered_kv_bytes() const { return x_.cp * ring_kv_bytes(); }  // the whole sequence's K and V
+  void all_gather_attention(const std::string& p, Phase ph, const std::string& sfx, int passes) {
+    const bool bwd = ph == Phase::backward && sfx == ".bwd";
+    const std::string label = bwd ? "attn_flash.bwd" : "attn_flash" + sfx;
+    last_ = b_.collective(p + "cp_kv_all_gather" + sfx, "cp_kv_all_gather" + sfx, ph, CollectiveKind::all_gather,
+                          CollectiveAlgorithm::ring, "cp", gathered_kv_bytes(), deps());
+    const double c = x_.cp, heads = local_heads();
+    const double model = c * nominal_work(Kernel::flash_attention,
+                                          KernelShape{{std::int64_t(2 * cp_chunk()), std::int64_t(x_.dh()),
+                                                       model_attention_passes(passes)},
+                                                      std::int64_t(heads)},
+                                          x_.gemm)
+                                 .flops;
+    const double full_blocks = causal_ ? 2 * c - 1 : 4 * c;
+    last_ = b_.fused_attention(p + "attn_gathered" + sfx, label, ph, x_.gemm, cp_chunk(), x_.dh(), passes,
+                               full_blocks * heads, deps(), false, model * full_blocks / (causal_ ? 2 * c : 4 * c));
+    if (causal_)
+      last_ = b_.fused_attention(p + "attn_gathered_diagonal" + sfx, label, ph, x_.gemm, cp_chunk(), x_.dh(), passes,
+                                 2 * heads, deps(), true, model / (2 * c));
+    if (bwd)
+      last_ = b_.collective(p + "cp_dkv_reduce_scatter", "cp_dkv_reduce_scatter", ph, CollectiveKind::reduce_scatter,
+                            CollectiveAlgorithm::ring, "cp", gathered_kv_bytes(), deps());
   }
 
   // The scores' dropout (Megatron's attention_dropout, its own kernel under standard attention):
@@ -1220,7 +1261,9 @@ class StageBuilder {
       attention_core(p, B, ".recompute");
       b_.set_recomputing(false);
     }
-    if (x_.cp > 1)
+    if (x_.cp > 1 && x_.cp_all_gather)
+      all_gather_attention(p, B, ".bwd", 5);
+    else if (x_.cp > 1)
       ring_attention_backward(p);
     else
       attention_core_backward(p, "attn");
@@ -1345,6 +1388,7 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.b = plan.micro_batch;
   x.s = t.seq_len;
   x.cp = plan.context;
+  x.cp_all_gather = plan.context_algorithm == ParallelPlan::ContextParallelAlgorithm::all_gather;
   x.T = x.b * x.s / x.cp;
   std::tie(x.d, x.h, x.ff, x.V) = std::make_tuple(m.d_model, m.heads, m.d_ff, m.vocab);
   x.t = plan.tensor;

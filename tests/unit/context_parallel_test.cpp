@@ -1,4 +1,5 @@
-// Context parallelism (ring attention as Megatron-Core / Transformer Engine run it): the ring's
+// Context parallelism (ring attention as Megatron-Core / Transformer Engine run it, and the
+// all-gather of Llama 3): the ring's
 // groups and bytes by hand, the FLOPs and memory that follow from s/c tokens per device, and on
 // an ideal machine (one star switch, compute at 1e12 flop/s) the key/value exchange hidden
 // under the attention blocks when they are long and exposed when they are short.
@@ -126,6 +127,63 @@ TEST_CASE("ring attention: c - 1 key/value hops forward, c - 1 and c gradient ho
     }
   CHECK(own == 2 * (1 + 1));
   CHECK(halves == 2 * (3 + 3));
+}
+
+std::map<std::string, std::pair<int, double>> collectives(const StepGraph& g) {
+  std::map<std::string, std::pair<int, double>> seen;  // label -> (count, bytes of each)
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
+      auto& [n, bytes] = seen[g[v].label];
+      ++n;
+      bytes = c->bytes;
+    }
+  return seen;
+}
+
+TEST_CASE("all-gather context parallelism (Llama 3): one gather forward, one gather and one reduce-scatter backward") {
+  // s 1024 over c 4: chunks of s/2c = 128 tokens, a device's K and V 2 x 256 x 2 x 64 x 2 = 131,072
+  // bytes; gathered over the 4: 524,288 bytes, and so the gradients reduce-scattered.
+  ParallelPlan p = ring(2, 4, 1);
+  p.context_algorithm = ParallelPlan::ContextParallelAlgorithm::all_gather;
+  const TransformerWorkload tw = build_transformer_workload(gqa(2), half(1024), p);
+  const StepGraph& g = tw.workload.programs.at(0);
+  CHECK(transfers(g).count("cp_send_kv") == 0);  // no ring
+  const auto seen = collectives(g);
+  CHECK(seen.at("cp_kv_all_gather").first == 2);  // 2 layers, one micro-batch
+  CHECK(seen.at("cp_kv_all_gather").second == 4 * 131072.0);
+  CHECK(seen.at("cp_kv_all_gather.bwd").first == 2);
+  CHECK(seen.at("cp_dkv_reduce_scatter").first == 2);
+  CHECK(seen.at("cp_dkv_reduce_scatter").second == 4 * 131072.0);
+  // Chunk r meets r whole chunks and its diagonal, chunk 7 - r 7 - r and its diagonal: 2c - 1 = 7
+  // whole 128 x 128 blocks (the full-mask kernel, 8 local heads: 7 x 8 pairs) and 2 diagonal ones
+  // (the causal kernel, 2 x 8 pairs), per layer and pass.
+  int full = 0, diagonal = 0;
+  double executed = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && is_fused_attention(c->kernel)) {
+      CHECK(c->shape.dims[0] == 128);
+      if (c->kernel == Kernel::flash_attention_causal) {
+        ++diagonal;
+        CHECK(c->shape.batch == 2 * 8);
+      } else {
+        ++full;
+        CHECK(c->shape.batch == 7 * 8);
+      }
+      executed += c->flops;
+    }
+  CHECK(full == 2 * 2);
+  CHECK(diagonal == 2 * 2);
+  // The same model FLOPs and (up to the diagonal blocks' own diagonals) the same executed attention
+  // FLOPs as the ring: forward 2 GEMMs of 2 x 128 x 128 x 64 per (pair, block), backward 5; the
+  // ring's causal own block (256, its lower triangle with the diagonal) against 2 diagonal 128 blocks.
+  const TransformerWorkload r = build_transformer_workload(gqa(2), half(1024), ring(2, 4, 1));
+  CHECK(tw.model_flops == doctest::Approx(r.model_flops).epsilon(1e-12));
+  const double block = 2.0 * 128 * 128 * 64 * 8;  // one GEMM over one block, 8 heads
+  CHECK(executed == doctest::Approx(2 * (2 + 5) * block * (7 + 2 * (129.0 / 256))).epsilon(1e-12));
+  // Memory: the gathered K and V and their gradients, 2c blocks of 131,072 bytes.
+  // (the ring's largest buffer: its 4 blocks or a tensor-parallel collective, both below).
+  CHECK(device_memory(gqa(2), half(1024), p, 0).communication_buffers_bytes == doctest::Approx(8 * 131072.0));
+  CHECK(device_memory(gqa(2), half(1024), ring(2, 4, 1), 0).communication_buffers_bytes < 8 * 131072.0);
 }
 
 TEST_CASE("context parallelism: the same FLOPs over c devices, a c-th of the activations per device") {

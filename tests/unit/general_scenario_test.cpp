@@ -150,6 +150,12 @@ TEST_CASE("general plan: today's keys are read, and refused where they would cha
   CHECK(s.model.key_value_heads() == 2);
   CHECK(s.model.ffn == ModelSpec::Ffn::swiglu);
   CHECK_FALSE(s.model.tied_embeddings);
+  CHECK(s.parallel.context_algorithm == ParallelPlan::ContextParallelAlgorithm::ring);  // the default
+  json cp = j;
+  cp["plan"]["context_parallel"] = 2;
+  cp["plan"]["context_parallel_algorithm"] = {{"value", "all_gather"}, {"source", "Llama 3 section 3.3.2"}};
+  CHECK(parse_scenario(cp.dump(), "g.json").parallel.context_algorithm ==
+        ParallelPlan::ContextParallelAlgorithm::all_gather);
   struct Case {
     const char* pointer;
     json value;
@@ -165,6 +171,9 @@ TEST_CASE("general plan: today's keys are read, and refused where they would cha
       {"/model/kv_heads", 1, "/model/kv_heads", "multiple of tensor_parallel"},
       {"/model/ffn", "relu", "/model/ffn", "\"gelu\", \"swiglu\""},
       {"/plan/attention", "sparse", "/plan/attention", "\"standard\", \"flash\""},
+      {"/plan/context_parallel_algorithm", "all_gather", "/plan/context_parallel_algorithm", "context_parallel is 1"},
+      {"/plan/context_parallel_algorithm", "ring", "/plan/context_parallel_algorithm", "context_parallel is 1"},
+      {"/plan/context_parallel_algorithm", "a2a", "/plan/context_parallel_algorithm", "\"ring\", \"all_gather\""},
       {"/machine", "sunway-oceanlight", "/plan/attention", "flash_attention_efficiency"},
   };
   for (const Case& c : cases) {
