@@ -7,6 +7,7 @@
 // 2 members sends 2 steps of bytes / 2, so u = bytes / 1e9.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/cost_model.hpp"
@@ -50,7 +51,34 @@ double gemm_end_s(double t_s, double u_s, int k, int m = 0, Fidelity f = Fidelit
   return r.ranks.at(0).ops.at(1).end_s;
 }
 
+// (One simulation per TEST_CASE: SimGrid keeps global state.) Two 1 s GEMMs side by side (not a chain: SimGrid executions sharing the node's one compute unit)
+// beside the same collective: each takes the share at its launch, 1 / 0.8 = 1.25 s of work, and the two
+// share the unit, so both end at 2.5 s (whole: 2 s), although the collective ends at 0.5 s.
+double two_gemms_end_s(int k) {
+  const test::StarNetwork net(2, 1e9, 0);
+  CollectiveWork c{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", 0.5e9};
+  c.kernel_sms = k;
+  Workload w = test::one_collective_workload(2, c);
+  ComputeWork g;
+  g.kernel = Kernel::gemm;
+  g.precision = Precision::fp16;
+  g.flops = 1e12;
+  g.shape = KernelShape{{1000, 1000, 1000}, 1};
+  add_op(w.programs[0], Op{"a", "gemm", Phase::forward, g}, {});
+  add_op(w.programs[0], Op{"b", "gemm", Phase::forward, g}, {});
+  const SimResult r = simulate(w, net, device_of_100_sms(), EngineOptions{});
+  return std::max(r.ranks.at(0).ops.at(1).end_s, r.ranks.at(0).ops.at(2).end_s);
+}
+
 }  // namespace
+
+TEST_CASE("SM share: GEMMs that are not a chain take the share at their launch: 2 x 1.25 s on one unit = 2.5 s") {
+  CHECK(two_gemms_end_s(20) == doctest::Approx(2.5).epsilon(1e-12));
+}
+
+TEST_CASE("SM share: the same two GEMMs beside a kernel that holds no SMs: 2 s") {
+  CHECK(two_gemms_end_s(0) == doctest::Approx(2.0).epsilon(1e-12));
+}
 
 TEST_CASE("SM share: a 1 s GEMM beside a 0.5 s collective holding 20 of 100 SMs ends at 1 + 0.5 x 0.2 = 1.1 s") {
   CHECK(gemm_end_s(1.0, 0.5, 20) == doctest::Approx(1.1).epsilon(1e-12));
