@@ -79,6 +79,9 @@ class ProfileCostModel final : public CostModel {
  public:
   ProfileCostModel(DeviceProfile device, std::shared_ptr<const HostEfficiency> host);
   double compute_time_s(const ComputeWork& w) const override;
+  double compute_time_beside_s(const ComputeWork& w, int communication_sms) const override {
+    return compute_time_s(device_.beside_communication(w, communication_sms));
+  }
   std::string describe() const override;
   const DeviceProfile& device() const { return device_; }
 

@@ -65,6 +65,13 @@ double DeviceProfile::compute_share_factor(const ComputeWork& w) const {
   return double(streaming_multiprocessors) / double(streaming_multiprocessors - w.communication_sms);
 }
 
+ComputeWork DeviceProfile::beside_communication(const ComputeWork& w, int sms) const {
+  ComputeWork out = w;
+  if (streaming_multiprocessors > 0)
+    out.communication_sms = std::max(w.communication_sms, std::min(sms, streaming_multiprocessors - 1));
+  return out;
+}
+
 double DeviceProfile::fused_attention_time_s(const ComputeWork& w, double relative_efficiency) const {
   return std::max(w.flops / (peak_flops_s(w.precision) * flash_attention_efficiency_at(w.precision) * relative_efficiency),
                   w.bytes / memory_bandwidth_Bps);

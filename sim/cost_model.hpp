@@ -12,6 +12,14 @@ class CostModel {
  public:
   virtual ~CostModel() = default;
   virtual double compute_time_s(const ComputeWork& w) const = 0;
+  // The kernel's time while communication kernels beside it hold `communication_sms` of the
+  // device's streaming multiprocessors (CollectiveWork::kernel_sms; the larger of these and the
+  // kernel's own margin, ComputeWork::communication_sms, are taken). A model that knows no SMs:
+  // compute_time_s.
+  virtual double compute_time_beside_s(const ComputeWork& w, int communication_sms) const {
+    (void)communication_sms;
+    return compute_time_s(w);
+  }
   virtual std::string describe() const = 0;
 };
 
@@ -74,6 +82,10 @@ struct DeviceProfile {
   // leave: sms / (sms - communication_sms), 1 when it has the whole device. Throws
   // std::invalid_argument naming the device when it has no SM count or too few.
   double compute_share_factor(const ComputeWork& w) const;
+  // w beside communication kernels holding `sms` SMs: its communication_sms the larger of its own
+  // and `sms`, at most all SMs but one (kernels that asked for more wait for SMs; the compute keeps
+  // one). Unchanged on a device with no SM count (the share cannot be known: none is charged).
+  ComputeWork beside_communication(const ComputeWork& w, int sms) const;
   // The device file's half_gemm_ridge_scaled: a 16-bit GEMM takes the host's relative efficiency
   // at the fp32 shape of the same arithmetic intensity relative to the ridge (half_gemm_host_shape).
   bool half_gemm_ridge_scaled = false;
@@ -122,6 +134,9 @@ class RooflineCostModel final : public CostModel {
  public:
   explicit RooflineCostModel(DeviceProfile d);
   double compute_time_s(const ComputeWork& w) const override;
+  double compute_time_beside_s(const ComputeWork& w, int communication_sms) const override {
+    return compute_time_s(device_.beside_communication(w, communication_sms));
+  }
   std::string describe() const override;
   const DeviceProfile& device() const { return device_; }
 

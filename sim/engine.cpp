@@ -19,6 +19,7 @@ namespace detail {
 
 SimResult Replay::run() {
   build();
+  prepare_sm_share();
   simulate_tasks();
   release_run_state();
   return collect_result();
@@ -41,6 +42,8 @@ void Replay::release_run_state() {
   free_flows_ = std::vector<int>();
   recvs_ = std::vector<PendingRecv>();
   syncs_ = std::vector<PendingSync>();
+  kernel_marks_.clear();
+  slot_share_ = std::vector<SlotShare>();
 }
 
 // The ops of a merged compute run (task_graph.cpp, merge_compute_runs) share their run's task:

@@ -5,6 +5,7 @@
 // flows); SimGrid activities are created only when a task becomes ready (simgrid_driver.cpp).
 // Which ranks run is decided by folding.hpp, and how their flows are routed by path_mapping.hpp.
 #pragma once
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
 #include <cstdint>
@@ -70,6 +71,7 @@ struct ProgramInfo {
   std::unordered_map<long, OpId> send_by_tag;
   std::map<std::pair<const GroupTable*, int>, OpId> collective_by_seq;  // (table, collective_seq) -> op
   bool compute_chain = false;         // see compute_ops_form_a_chain()
+  bool kernels_hold_sms = false;      // some collective's kernel holds SMs (sim/sm_share.cpp)
   // A compute chain's runs (see merge_compute_runs()): merged_next[u] is the compute op whose
   // work continues op u's in the same task (-1: none), merged[v] that v continues its predecessor's.
   std::vector<int> merged_next;
@@ -192,6 +194,17 @@ struct FoldedGate {
   double fill_s = 0;
 };
 
+// A slot's communication kernels and, where its compute ops form a chain, its running compute task
+// (sim/sm_share.cpp).
+struct SlotShare {
+  int held_sms = 0;           // SMs the collectives' kernels running on the slot hold
+  int task = -1;              // its running compute task (-1: none)
+  double done_fraction = 0;   // of that task's work, as of since_s
+  double since_s = 0;
+  double duration_s = 0;      // the task's whole time at the current share
+  simgrid::kernel::timer::Timer* timer = nullptr;  // its end
+};
+
 struct PendingSync {
   int start;
   const GroupTable* gt;
@@ -292,6 +305,18 @@ class Replay {
   double compute_s(const Task& task) const {
     return prog(task.ref).op_seconds[task.op] * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
   }
+
+  // --- communication kernels' SMs beside compute (sm_share.cpp)
+  static bool kernels_hold_sms(const StepGraph& g);
+  void prepare_sm_share();
+  void apply_kernel_marks(int t);
+  double compute_beside_s(const Task& task, int sms) const;
+  void start_shared_compute(int t, Task& task);
+  void shared_compute_done(int t);
+  void set_held_sms(int slot, int sms);
+  bool shares_sms(const Task& task) const { return !slot_share_.empty() && prog(task.ref).kernels_hold_sms; }
+  std::vector<SlotShare> slot_share_;  // per slot; empty: no collective's kernel holds SMs
+  std::unordered_map<int, std::vector<std::pair<int, int>>> kernel_marks_;  // task -> (slot, SMs taken or freed)
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();

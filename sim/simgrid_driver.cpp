@@ -82,6 +82,10 @@ void Replay::launch(int t) {
     start_side(task.ref);
     return;
   }
+  if (task.kind == Task::compute && slot_compute_as_delay_[task.ref] && shares_sms(task)) {
+    start_shared_compute(t, task);
+    return;
+  }
   if (task.kind == Task::compute && slot_compute_as_delay_[task.ref]) {
     const double now_s = sg4::Engine::get_clock(), end_s = compute_end_s(task, now_s);
     if (end_s == now_s) {
@@ -94,7 +98,9 @@ void Replay::launch(int t) {
     start_memory_stream(t, task);
     return;
   }
-  const double seconds = task.kind == Task::compute ? compute_s(task) : 0;
+  const double seconds = task.kind != Task::compute ? 0
+                         : shares_sms(task)         ? compute_beside_s(task, slot_share_[task.ref].held_sms)
+                                                    : compute_s(task);
   FlowInfo* flow = task.kind == Task::flow ? &flow_of(t) : nullptr;
   if (task.kind == Task::join || (task.kind == Task::compute && seconds <= 0) ||
       (flow && flow->amount <= 0 && flow->delay_s <= 0)) {
@@ -232,6 +238,7 @@ void Replay::complete(int t) {
     live_flow_done(t);
     return;
   }
+  if (!kernel_marks_.empty()) apply_kernel_marks(t);
   Task& task = tasks_[t];
   task.end_s = sg4::Engine::get_clock();
   for (int i = succ_begin_[t]; i < succ_begin_[t + 1]; ++i)

@@ -39,7 +39,8 @@ struct ComputeWork {
   KernelShape shape; // what the kernel runs on (for shape-dependent efficiency)
   // Streaming multiprocessors left to communication kernels that run beside this one (Transformer
   // Engine's userbuffers with set_sm_margin: the GEMM is launched on the device's SMs minus these);
-  // 0: the kernel has the whole device.
+  // 0: the kernel has the whole device. Collectives' kernels running beside it (CollectiveWork::
+  // kernel_sms) take the larger of this margin and what they hold, not both (sim/sm_share.cpp).
   int communication_sms = 0;
   // 32-bit random words the kernel draws (a dropout mask: one per element); their generation's
   // vector operations are the device's (DeviceProfile::vector_ops_per_random_word), not flops.
@@ -71,6 +72,10 @@ struct CollectiveWork {
   int tree_chunks = 1;
   // The name of the protocol chosen ("LL", "LL128", "Simple"; "" : none), for reports.
   const char* protocol = "";
+  // Streaming multiprocessors the collective's kernel holds on each member from its ready to its end
+  // (NCCL: one block per channel, topologies/nccl_tuning.hpp); compute beside it runs on the rest
+  // (sim/sm_share.cpp). 0: it takes none (no library described, or copy engines).
+  int kernel_sms = 0;
 };
 
 // The bytes a collective's flows carry in all (its data times the protocol's wire factor).

@@ -74,8 +74,9 @@ void Replay::merge_compute_runs(ProgramInfo& p) {
   const StepGraph& g = *p.graph;
   p.merged_next.assign(p.n_ops, -1);
   p.merged.assign(p.n_ops, 0);
-  // With a memory path each op streams its own bytes beside its own execution: no merged runs.
-  if (!p.compute_chain || !p.op_memory_bytes.empty()) return;
+  // With a memory path each op streams its own bytes beside its own execution, and beside
+  // communication kernels each op has its own share of the SMs (sm_share.cpp): no merged runs.
+  if (!p.compute_chain || !p.op_memory_bytes.empty() || p.kernels_hold_sms) return;
   for (OpId v = 0; v < p.n_ops; ++v) {
     if (!g[v].is_compute() || boost::in_degree(v, g) != 1) continue;
     const OpId u = boost::source(*boost::in_edges(v, g).first, g);
@@ -110,6 +111,7 @@ void Replay::prepare_program(int index) {
   for (OpId v = 0; v < p.n_ops; ++v)
     if (boost::in_degree(v, g) == 1) p.single_pred[v] = static_cast<int>(boost::source(*boost::in_edges(v, g).first, g));
   p.compute_chain = compute_ops_form_a_chain(g);
+  p.kernels_hold_sms = kernels_hold_sms(g);
   std::map<const GroupTable*, int> collectives_by_role;
   for (OpId v = 0; v < p.n_ops; ++v) {
     const Op& op = g[v];

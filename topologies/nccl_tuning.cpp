@@ -124,6 +124,12 @@ void apply_nccl_choice(const NcclTuning& t, const NcclCost& choice, CollectiveKi
                        CollectiveWork& c) {
   const int a = choice.algorithm, p = choice.protocol;
   c.protocol = nccl_protocol_name(p);
+  // The kernel's blocks: one per channel (enqueue.cc: gridDim.x = nChannels), and the communicator's
+  // channels are its graph's doubled (graph/connect.cc ncclTopoPostset: "nChannels*2", rings and
+  // trees alike; the tree's 2 x ranks per node of nccl_tree_chunks). Each block, up to 640 threads with
+  // its shared memory, holds one SM for the kernel's life. Assumption: every collective runs all of
+  // the communicator's channels (NCCL trims them only for messages too small to fill them).
+  c.kernel_sms = 2 * comm.channels;
   if (a == NcclTuning::nvls) {  // one step in one node: its latency alone
     c.wire_bytes_factor = 1;
     c.base_latency_s = 0;

@@ -325,3 +325,16 @@ TEST_CASE("nccl tuning: the tree's chunks per channel, by hand") {
   CHECK(nccl_tree_chunks(t, NcclTuning::simple, c, 1e9) == 120);
   CHECK(nccl_tree_chunks(t, NcclTuning::ll, c, 1e6) == 2);  // 62.5 kB a channel in 32 KiB chunks
 }
+
+TEST_CASE("nccl tuning: a collective's kernel holds 2 x the communicator's channels in SMs (one block per channel)") {
+  const MachineSpec m = cluster_with_library();
+  const FatTreeNetwork net(m, Precision::fp32);
+  std::vector<int> all, one_per_node{0, 8};
+  for (int r = 0; r < 16; ++r) all.push_back(r);
+  CollectiveWork c{CollectiveKind::all_gather, CollectiveAlgorithm::ring, "all", 1e6};
+  NcclCost choice;
+  apply_nccl_choice(m.gpu.nccl, choice, c.kind, nccl_communicator(net, m, all), c);
+  CHECK(c.kernel_sms == 16);  // 8 channels (a ring per GPU of a node), doubled by ncclTopoPostset
+  apply_nccl_choice(m.gpu.nccl, choice, c.kind, nccl_communicator(net, m, one_per_node), c);
+  CHECK(c.kernel_sms == 2);
+}

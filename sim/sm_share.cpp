@@ -1,0 +1,110 @@
+// Communication kernels beside compute: while a collective's kernel runs on a rank (from the
+// collective's ready to its done on that rank, waiting for its peers included: an NCCL kernel
+// holds its blocks until the collective is over), it holds CollectiveWork::kernel_sms of the
+// device's streaming multiprocessors, and a compute kernel running then computes on the rest
+// (CostModel::compute_time_beside_s). A kernel launched with an SM margin of its own
+// (ComputeWork::communication_sms: Transformer Engine's userbuffers) already leaves that many: the
+// share is the larger of the two, never their sum.
+//
+// Where a rank's compute ops form a chain (each a kernel timer, simgrid_driver.cpp), the running
+// op's progress is kept as a fraction of its work: when the SMs held change, the part done at the
+// old rate is counted and its timer is set again for the rest at the new rate (as SimGrid shares a
+// host's speed among its executions). Where they do not (several compute ops at once, SimGrid
+// executions on the node's compute units), an op takes the rate of the SMs held at its launch.
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+
+#include "sim/replay.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace exasim::detail {
+
+bool Replay::kernels_hold_sms(const StepGraph& g) {
+  for (OpId v = 0; v < boost::num_vertices(g); ++v)
+    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work); c && c->kernel_sms > 0) return true;
+  return false;
+}
+
+// After build: each collective that holds SMs marks its ready task (+ its SMs on its slot) and its
+// done task (- them).
+void Replay::prepare_sm_share() {
+  const size_t slots = fold_.slot_rank.size();
+  for (size_t s = 0; s < slots; ++s) {
+    const ProgramInfo& p = prog(static_cast<int>(s));
+    if (!p.kernels_hold_sms) continue;
+    for (OpId v = 0; v < p.n_ops; ++v) {
+      const auto* c = std::get_if<CollectiveWork>(&(*p.graph)[v].work);
+      if (!c || c->kernel_sms <= 0) continue;
+      kernel_marks_[op_ready_[slot_base_[s] + v]].push_back({static_cast<int>(s), c->kernel_sms});
+      kernel_marks_[op_done_[slot_base_[s] + v]].push_back({static_cast<int>(s), -c->kernel_sms});
+    }
+  }
+  if (!kernel_marks_.empty()) slot_share_.assign(slots, SlotShare{});
+}
+
+// Task t is done: the SMs its marks hold or free, slot by slot (a task that both starts and ends
+// collectives on a slot changes it once, by the sum).
+void Replay::apply_kernel_marks(int t) {
+  auto it = kernel_marks_.find(t);
+  if (it == kernel_marks_.end()) return;
+  std::vector<std::pair<int, int>>& marks = it->second;
+  std::sort(marks.begin(), marks.end());
+  for (size_t i = 0; i < marks.size();) {
+    int delta = 0;
+    const int slot = marks[i].first;
+    for (; i < marks.size() && marks[i].first == slot; ++i) delta += marks[i].second;
+    if (delta != 0) set_held_sms(slot, slot_share_[slot].held_sms + delta);
+  }
+}
+
+// A compute task's seconds on its slot's node beside `sms` held by communication kernels.
+double Replay::compute_beside_s(const Task& task, int sms) const {
+  if (sms <= 0) return compute_s(task);
+  const ComputeWork& w = std::get<ComputeWork>((*prog(task.ref).graph)[task.op].work);
+  return cost_.compute_time_beside_s(w, sms) * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
+}
+
+// A chain's compute task t, its rate set by the SMs held on its slot now and whenever they change.
+void Replay::start_shared_compute(int t, Task& task) {
+  SlotShare& sh = slot_share_[task.ref];
+  const double now_s = sg4::Engine::get_clock(), seconds = compute_beside_s(task, sh.held_sms);
+  if (!(seconds > 0)) {
+    complete(t);
+    return;
+  }
+  task.parts = 1;
+  sh.task = t;
+  sh.done_fraction = 0;
+  sh.since_s = now_s;
+  sh.duration_s = seconds;
+  sh.timer = simgrid::kernel::timer::Timer::set(now_s + seconds, [this, t]() { shared_compute_done(t); });
+  stats_.compute_activities++;
+  start_memory_stream(t, task);
+}
+
+void Replay::shared_compute_done(int t) {
+  SlotShare& sh = slot_share_[task_ref(t).ref];
+  sh.task = -1;
+  sh.timer = nullptr;
+  part_done(t);
+}
+
+// The SMs held on a slot become `sms`: its running chain task, if any, goes on at the new rate.
+void Replay::set_held_sms(int slot, int sms) {
+  SlotShare& sh = slot_share_[slot];
+  sh.held_sms = sms;
+  if (sh.task < 0) return;
+  const double now_s = sg4::Engine::get_clock();
+  sh.done_fraction = std::min(1.0, sh.done_fraction + (now_s - sh.since_s) / sh.duration_s);
+  sh.since_s = now_s;
+  sh.duration_s = compute_beside_s(task_ref(sh.task), sms);
+  sh.timer->remove();
+  const int t = sh.task;
+  sh.timer = simgrid::kernel::timer::Timer::set(now_s + (1 - sh.done_fraction) * sh.duration_s,
+                                                [this, t]() { shared_compute_done(t); });
+}
+
+}  // namespace exasim::detail
