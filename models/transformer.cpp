@@ -127,11 +127,13 @@ class StageBuilder {
         cross_q_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::column)),
         cross_kv_(tensor_linear(x.tl, x.T, x.d, 2 * x.kv * x.dh(), x.ea, Linear1D::column)) {}
 
-  void item(const PipelineItem& it) {
+  // One item of the schedule; `exchanges`: with its receive before and its send after (Megatron's
+  // engine), or its compute alone (DeepSpeed's, whose exchanges are instructions of their own).
+  void item(const PipelineItem& it, bool exchanges = true) {
     const int vs = it.chunk * plan_.pipeline + stage_;  // virtual stage
     mb_ = fmt::format("mb{}.c{}.", it.micro_batch, it.chunk);
     if (it.forward) {
-      if (vs > 0) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
+      if (vs > 0 && exchanges) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
       if (vs == 0) embedding(Phase::forward);
       for (int l = 0; l < chunk_layers(vs); ++l) {
         if (starts_decoder(layer_index(vs, l))) decoder_input(Phase::forward);
@@ -140,9 +142,9 @@ class StageBuilder {
       }
       if (vs == vt_ - 1) head_forward();
       amax_reduction(chunk_layers(vs));
-      if (vs < vt_ - 1) send(Phase::forward, tag(it.micro_batch, vs, true), +1);
+      if (vs < vt_ - 1 && exchanges) send(Phase::forward, tag(it.micro_batch, vs, true), +1);
     } else {
-      if (vs < vt_ - 1) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
+      if (vs < vt_ - 1 && exchanges) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
       if (vs == vt_ - 1) head_backward();
       const bool last_micro_batch = it.micro_batch == micro_batches_ - 1;
       for (int l = chunk_layers(vs) - 1; l >= 0; --l) {
@@ -160,7 +162,22 @@ class StageBuilder {
         if (starts_decoder(layer)) decoder_input(Phase::backward);
       }
       if (vs == 0) embedding(Phase::backward);
-      if (vs > 0) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
+      if (vs > 0 && exchanges) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
+    }
+  }
+
+  // One instruction of DeepSpeed's TrainSchedule (models/pipeline_schedule.hpp; one chunk a stage).
+  void deepspeed_instruction(const DeepSpeedInstruction& in) {
+    using K = DeepSpeedInstruction::Kind;
+    const int mb = in.micro_batch;
+    mb_ = fmt::format("mb{}.c0.", mb);
+    switch (in.kind) {
+      case K::forward: return item({true, mb, 0}, false);
+      case K::backward: return item({false, mb, 0}, false);
+      case K::recv_activation: return blocking_receive(Phase::forward, tag(mb, stage_ - 1, true), +1);
+      case K::send_grad: return blocking_send(Phase::backward, tag(mb, stage_, false), -1);
+      case K::send_activation: return blocking_send(Phase::forward, tag(mb, stage_, true), +1);
+      case K::recv_grad: return blocking_receive(Phase::backward, tag(mb, stage_ + 1, false), -1);
     }
   }
 
@@ -515,7 +532,29 @@ class StageBuilder {
   // Pipeline messages: under 1-D, Megatron's scatter/gather sends 1/t of the activations per
   // tensor rank (under sequence parallelism, the rank's sequence shard, which it keeps); under 2-D, 2.5-D and 3-D each rank sends its own shard to the rank with the
   // same tensor coordinates in the next stage.
-  double message_bytes() const { return x_.Tl() * x_.dl() * x_.ea / (x_.one_d() ? x_.t : 1); }
+  // DeepSpeed's engine sends each tensor rank's whole activation (its p2p.send of the stage's output),
+  // and the next stage needs no gather.
+  double message_bytes() const {
+    const bool scattered = x_.one_d() && plan_.pipeline_engine == PipelineEngine::megatron;
+    return x_.Tl() * x_.dl() * x_.ea / (scattered ? x_.t : 1);
+  }
+  // DeepSpeed's blocking exchange (p2p.send / p2p.recv, NCCL's rendezvous): the data leaves once the
+  // receiver has posted its receive (a zero-byte "ready" message back, tag kHandshakeTagBase + tag),
+  // and both sides' next op waits for the transfer.
+  void blocking_send(Phase ph, long tag, int offset) {
+    last_ = b_.transfer(name("recv_ready"), "pp_recv_ready", ph, Dir::recv, "pp", -offset, 0, kHandshakeTagBase + tag,
+                        deps());
+    last_ = b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
+                        ph == Phase::forward ? "pp_send_activations" : "pp_send_gradients", ph, Dir::send, "pp", offset,
+                        message_bytes(), tag, deps());
+  }
+  void blocking_receive(Phase ph, long tag, int offset) {
+    last_ = b_.transfer(name("send_ready"), "pp_send_ready", ph, Dir::send, "pp", -offset, 0, kHandshakeTagBase + tag,
+                        deps());
+    last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
+                        ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
+                        message_bytes(), tag, deps());
+  }
   void send(Phase ph, long tag, int offset) {
     const double bytes = message_bytes();
     sends_.push_back(b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
@@ -527,7 +566,7 @@ class StageBuilder {
     last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
                         ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
                         bytes, tag, deps());
-    if (x_.one_d() && x_.t > 1 && !x_.sp())  // (sequence parallelism keeps the shard)
+    if (x_.one_d() && x_.t > 1 && !x_.sp() && plan_.pipeline_engine == PipelineEngine::megatron)  // (sequence parallelism keeps the shard)
       last_ = b_.collective(name("pp_all_gather"), "pp_all_gather", ph, CollectiveKind::all_gather,
                             CollectiveAlgorithm::ring, "tp", x_.T * x_.d * x_.ea, deps());
   }
@@ -1240,6 +1279,8 @@ class StageBuilder {
   std::string mb_;
   // Ring attention's messages: tags of their own, after the pipeline's (which stay below 2^40).
   static constexpr long kRingTagBase = 1L << 40;
+  // DeepSpeed's exchanges' "ready" messages: a pipeline tag plus this (past the ring's).
+  static constexpr long kHandshakeTagBase = 1L << 42;
   long ring_tags_ = 0;
   // grad_sync overlap: the bucket being filled, the buckets' collectives, the last parameter
   // gather, and the ops off the device's chain that the optimizer waits for.
@@ -1323,6 +1364,22 @@ void build_items(StageBuilder& sb, TransformerWorkload& out, int program, int st
     if (it.forward || it.chunk != 0) continue;
     if (it.micro_batch == w.first) measured.first_begin = begin, measured.first_end = sb.ops();
     if (it.micro_batch == w.second) measured.second_begin = begin, measured.second_end = sb.ops();
+  }
+  if (stage == 0 && w.folded(out.micro_batches)) out.measured.push_back(measured);
+}
+
+// The same under DeepSpeed's engine: its instructions in TrainSchedule's order; a measured
+// micro-batch's backward is its backward compute.
+void build_deepspeed_items(StageBuilder& sb, TransformerWorkload& out, int program, int stage,
+                           const std::vector<DeepSpeedInstruction>& order) {
+  const SteadyStateWindow& w = out.window;
+  TransformerWorkload::MeasuredItems measured{program};
+  for (const DeepSpeedInstruction& in : order) {
+    const long begin = sb.ops();
+    sb.deepspeed_instruction(in);
+    if (in.kind != DeepSpeedInstruction::Kind::backward) continue;
+    if (in.micro_batch == w.first) measured.first_begin = begin, measured.first_end = sb.ops();
+    if (in.micro_batch == w.second) measured.second_begin = begin, measured.second_end = sb.ops();
   }
   if (stage == 0 && w.folded(out.micro_batches)) out.measured.push_back(measured);
 }
@@ -1461,7 +1518,10 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     }
     StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers(), mbs);
     const double flops_before = sb.executed_flops(), model_flops_before = sb.model_flops();
-    build_items(sb, out, prog, stage, pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage));
+    if (plan.pipeline_engine == PipelineEngine::deepspeed)
+      build_deepspeed_items(sb, out, prog, stage, deepspeed_train_order(plan.pipeline, mbs, stage));
+    else
+      build_items(sb, out, prog, stage, pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage));
     const double item_flops = sb.executed_flops() - flops_before, item_model_flops = sb.model_flops() - model_flops_before;
     out.item_ops_end.push_back(sb.ops());
     const StageParameters here = stage_parameters(m, plan, stage);
