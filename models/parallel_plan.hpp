@@ -39,8 +39,10 @@ const char* to_string(PipelineSchedule s);
 // deepspeed: DeepSpeed's PipelineEngine running its TrainSchedule (deepspeed/runtime/pipe/
 // schedule.py, p2p.py): per step, a stage first exchanges with one neighbour (blocking send/recv
 // pairs, or two-rank broadcasts, a rendezvous on the GPU stream that its compute waits for), a
-// finished forward's activations sent only in the stage's next step, then computes; every tensor
-// rank sends its full activation to its counterpart in the next stage (models/pipeline_schedule.hpp).
+// finished forward's activations sent only in the stage's next step, then computes
+// (models/pipeline_schedule.hpp). Its messages as the engine of 2021-22 sends them: activations split
+// over the tensor ranks and all-gathered (by the receiver, and by the sender to restore its output
+// before the backward), gradients sent whole by every tensor rank (models/transformer.cpp).
 enum class PipelineEngine { megatron, deepspeed };
 const char* to_string(PipelineEngine e);
 

@@ -532,11 +532,19 @@ class StageBuilder {
   // Pipeline messages: under 1-D, Megatron's scatter/gather sends 1/t of the activations per
   // tensor rank (under sequence parallelism, the rank's sequence shard, which it keeps); under 2-D, 2.5-D and 3-D each rank sends its own shard to the rank with the
   // same tensor coordinates in the next stage.
-  // DeepSpeed's engine sends each tensor rank's whole activation (its p2p.send of the stage's output),
-  // and the next stage needs no gather.
-  double message_bytes() const {
-    const bool scattered = x_.one_d() && plan_.pipeline_engine == PipelineEngine::megatron;
-    return x_.Tl() * x_.dl() * x_.ea / (scattered ? x_.t : 1);
+  // DeepSpeed's engine as Megatron-DeepSpeed ran it (deepspeed/runtime/pipe/engine.py of 2021-22:
+  // is_pipe_partitioned = is_model_parallel, is_grad_partitioned = False): the activations split over
+  // the tensor ranks (PartitionedTensor, 1/t each, all-gathered by the receiver), the gradients sent
+  // whole by every tensor rank, no gather.
+  bool scattered(Phase ph) const {
+    return x_.one_d() && (plan_.pipeline_engine == PipelineEngine::megatron || ph == Phase::forward);
+  }
+  double message_bytes(Phase ph) const { return x_.Tl() * x_.dl() * x_.ea / (scattered(ph) ? x_.t : 1); }
+  // The all-gather of a scattered message's T x d over "tp" (sequence parallelism keeps the shard).
+  void gather_message(Phase ph, bool scattered_message, const std::string& what, const std::string& label) {
+    if (scattered_message && x_.t > 1 && !x_.sp())
+      last_ = b_.collective(name(what), label, ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring, "tp",
+                            x_.T * x_.d * x_.ea, deps());
   }
   // DeepSpeed's blocking exchange (p2p.send / p2p.recv, NCCL's rendezvous): the data leaves once the
   // receiver has posted its receive (a zero-byte "ready" message back, tag kHandshakeTagBase + tag),
@@ -546,29 +554,31 @@ class StageBuilder {
                         deps());
     last_ = b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
                         ph == Phase::forward ? "pp_send_activations" : "pp_send_gradients", ph, Dir::send, "pp", offset,
-                        message_bytes(), tag, deps());
+                        message_bytes(ph), tag, deps());
   }
+  // A backward's receive first restores the stage's own output, whose partition alone was kept
+  // after it was sent (_exec_recv_grads: PartitionedTensor.full(), an all-gather over "tp").
   void blocking_receive(Phase ph, long tag, int offset) {
+    if (ph == Phase::backward) gather_message(ph, scattered(Phase::forward), "pp_restore_output", "pp_restore_output");
     last_ = b_.transfer(name("send_ready"), "pp_send_ready", ph, Dir::send, "pp", -offset, 0, kHandshakeTagBase + tag,
                         deps());
     last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
                         ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
-                        message_bytes(), tag, deps());
+                        message_bytes(ph), tag, deps());
+    gather_message(ph, scattered(ph), "pp_all_gather", "pp_all_gather");
   }
   void send(Phase ph, long tag, int offset) {
-    const double bytes = message_bytes();
+    const double bytes = message_bytes(ph);
     sends_.push_back(b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
                                  ph == Phase::forward ? "pp_send_activations" : "pp_send_gradients", ph, Dir::send, "pp",
                                  offset, bytes, tag, deps()));
   }
   void receive(Phase ph, long tag, int offset) {
-    const double bytes = message_bytes();
+    const double bytes = message_bytes(ph);
     last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
                         ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
                         bytes, tag, deps());
-    if (x_.one_d() && x_.t > 1 && !x_.sp() && plan_.pipeline_engine == PipelineEngine::megatron)  // (sequence parallelism keeps the shard)
-      last_ = b_.collective(name("pp_all_gather"), "pp_all_gather", ph, CollectiveKind::all_gather,
-                            CollectiveAlgorithm::ring, "tp", x_.T * x_.d * x_.ea, deps());
+    gather_message(ph, scattered(ph), "pp_all_gather", "pp_all_gather");
   }
   // 1-D: an all-reduce of the T x d activations over "tp" after the device's last op.
   long tp_all_reduce(const std::string& what, Phase ph) {

@@ -1,8 +1,8 @@
 // DeepSpeed's pipeline engine (plan.pipeline_engine "deepspeed"): TrainSchedule's instruction order
 // by hand (deepspeed/runtime/pipe/schedule.py), the blocking exchanges' step time on an ideal machine
 // by hand (2 stages, 4 micro-batches, forward 1 s, backward 2 s, each transfer c s), and the
-// transformer's stage programs under it (each tensor rank's whole activation, no gather, the
-// "ready" handshakes). Each TEST_CASE simulates at most once (SimGrid allows one engine per process).
+// transformer's stage programs under it (activations partitioned over the tensor ranks, gradients
+// whole, the "ready" handshakes). Each TEST_CASE simulates at most once (SimGrid allows one engine per process).
 #include <doctest/doctest.h>
 
 #include <map>
@@ -192,7 +192,7 @@ TEST_CASE("DeepSpeed's blocking exchanges: 2 stages, 4 micro-batches, the step t
   CHECK(res.step_time_s == doctest::Approx(15 + 8 * c).epsilon(1e-9));
 }
 
-TEST_CASE("DeepSpeed's engine in the transformer: whole activations, no gather, a handshake per exchange") {
+TEST_CASE("DeepSpeed's engine in the transformer: partitioned activations, whole gradients, a handshake per exchange") {
   const ModelSpec m = tiny();
   TrainingSpec t;
   t.seq_len = 128;
@@ -200,21 +200,27 @@ TEST_CASE("DeepSpeed's engine in the transformer: whole activations, no gather, 
   const TransformerWorkload mg = build_transformer_workload(m, t, pipelined(PipelineEngine::megatron));
   const TransformerWorkload ds = build_transformer_workload(m, t, pipelined(PipelineEngine::deepspeed));
   const double activation_bytes = 2.0 * 128 * 256 * 2;  // micro-batch x seq x d_model x bf16
-  for (int s = 0; s < 2; ++s) {
-    auto meg = ops_by_label(mg.workload.programs[s]);
-    auto dee = ops_by_label(ds.workload.programs[s]);
-    const std::string sent = s == 0 ? "pp_send_activations" : "pp_send_gradients";
-    const std::string received = s == 0 ? "pp_recv_gradients" : "pp_recv_activations";
-    CHECK(meg[sent].second == doctest::Approx(activation_bytes / 2));  // Megatron: 1/t of it ...
-    CHECK(dee[sent].second == doctest::Approx(activation_bytes));      // DeepSpeed: all of it
-    CHECK(dee[sent].first == 4);
-    CHECK(dee[received].first == 4);
-    CHECK(dee["pp_recv_ready"].first == 4);  // each send waits for its receiver
-    CHECK(dee["pp_send_ready"].first == 4);
-    CHECK(meg.count("pp_recv_ready") == 0);
-    CHECK(dee.count("pp_all_gather") == 0);
+  auto meg0 = ops_by_label(mg.workload.programs[0]), meg1 = ops_by_label(mg.workload.programs[1]);
+  auto ds0 = ops_by_label(ds.workload.programs[0]), ds1 = ops_by_label(ds.workload.programs[1]);
+  // Megatron: 1/t of each message, gathered on arrival, in both directions.
+  CHECK(meg0["pp_send_activations"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(meg1["pp_send_gradients"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(meg0["pp_all_gather"].first == 4);
+  CHECK(meg1["pp_all_gather"].first == 4);
+  // DeepSpeed: the activations partitioned (1/t, gathered by the receiver, and by the sender again
+  // before the gradient comes back), the gradients whole (no gather).
+  CHECK(ds0["pp_send_activations"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(ds1["pp_send_gradients"].second == doctest::Approx(activation_bytes));
+  CHECK(ds1["pp_all_gather"].first == 4);
+  CHECK(ds0.count("pp_all_gather") == 0);
+  CHECK(ds0["pp_restore_output"].first == 4);
+  CHECK(ds1.count("pp_restore_output") == 0);
+  CHECK(meg0.count("pp_restore_output") == 0);
+  for (auto* d : {&ds0, &ds1}) {  // each send waits for its receiver's "ready"
+    CHECK((*d)["pp_recv_ready"].first == 4);
+    CHECK((*d)["pp_send_ready"].first == 4);
   }
-  CHECK(ops_by_label(mg.workload.programs[1])["pp_all_gather"].first == 4);  // ... gathered on arrival
+  CHECK(meg0.count("pp_recv_ready") == 0);
   // Same compute: the engines differ only in their transfers.
   CHECK(ds.executed_flops == doctest::Approx(mg.executed_flops));
 }
