@@ -71,6 +71,10 @@ struct Dims {
   // layers' backward finishes.
   bool overlap = false;
   bool per_tensor = false;  // grad_sync per_tensor: one all-reduce per dense gradient tensor
+  // DeepSpeed's pipeline engine in bf16 runs its BF16_Optimizer (runtime/bf16_optimizer.py; the
+  // engine: "BF16 Optimizer is hardcoded for fp32 gradient accumulation"): after every backward each
+  // bf16 gradient is added into an fp32 copy, and the fp32 gradients are all-reduced at the step's end.
+  bool bf16_optimizer = false;
   double kv = 0;         // key/value heads (grouped-query attention; = h for multi-head)
   bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
@@ -166,6 +170,20 @@ class StageBuilder {
     }
   }
 
+  // The dense parameters on this device (BF16_Optimizer's fp32 gradient accumulation passes over them).
+  void set_stage_dense_params(double params) { stage_dense_params_ = params; }
+  // BF16_Optimizer.update_hp_grads after each backward, per parameter hp_grad.add_(lp.grad.to(fp32)):
+  // the cast (bf16 read, fp32 temporary written) and the add (temporary and accumulator read,
+  // accumulator written), 18 bytes a parameter.
+  void hp_grad_accumulation() {
+    if (!x_.bf16_optimizer || stage_dense_params_ <= 0) return;
+    const double n = stage_dense_params_;
+    last_ = b_.memory(name("hp_grad_cast"), "hp_grad_cast", Phase::backward, Kernel::residual_add, Precision::fp32,
+                      elements(n), 0, n * 6, deps());
+    last_ = b_.memory(name("hp_grad_add"), "hp_grad_add", Phase::backward, Kernel::residual_add, Precision::fp32,
+                      elements(n), n, n * 12, deps());
+  }
+
   // One instruction of DeepSpeed's TrainSchedule (models/pipeline_schedule.hpp; one chunk a stage).
   void deepspeed_instruction(const DeepSpeedInstruction& in) {
     using K = DeepSpeedInstruction::Kind;
@@ -173,7 +191,9 @@ class StageBuilder {
     mb_ = fmt::format("mb{}.c0.", mb);
     switch (in.kind) {
       case K::forward: return item({true, mb, 0}, false);
-      case K::backward: return item({false, mb, 0}, false);
+      case K::backward:
+        item({false, mb, 0}, false);
+        return hp_grad_accumulation();
       case K::recv_activation: return blocking_receive(Phase::forward, tag(mb, stage_ - 1, true), +1);
       case K::send_grad: return blocking_send(Phase::backward, tag(mb, stage_, false), -1);
       case K::send_activation: return blocking_send(Phase::forward, tag(mb, stage_, true), +1);
@@ -396,7 +416,8 @@ class StageBuilder {
     const Phase G = Phase::backward, O = Phase::optimizer;
     const bool experts = group == "expert";
     const double grad_bytes =
-        params * (plan_.grad_reduce_in_fp32 ? 4.0 : bytes_per_element(experts ? x_.pp.expert_grad : x_.pp.shared_grad));
+        params * (plan_.grad_reduce_in_fp32 || x_.bf16_optimizer ? 4.0
+                                                                 : bytes_per_element(experts ? x_.pp.expert_grad : x_.pp.shared_grad));
     const Precision param_precision = experts ? x_.pp.expert_param : x_.pp.shared_param;
     const double master_bytes = experts ? x_.pp.expert_master_bytes : x_.pp.shared_master_bytes;
     std::vector<long> adam_deps = done;
@@ -410,9 +431,12 @@ class StageBuilder {
     } else if (replicas > 1 && x_.per_tensor && !experts) {
       adam_deps.push_back(per_tensor_all_reduces(role, bytes_per_element(x_.pp.shared_grad), done));
     } else if (replicas > 1) {
-      adam_deps.push_back(b_.collective(group + ".grad." + (zero ? "reduce_scatter" : "all_reduce"),
-                                        std::string("grad_") + (zero ? "reduce_scatter" : "all_reduce"), G,
-                                        zero ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+      // BF16_Optimizer all-reduces its fp32 gradients whole (the engine's _bf16_reduce_grads,
+      // buffered_allreduce_fallback), ZeRO 1 or not; each replica then updates its shard.
+      const bool scatter = zero && !x_.bf16_optimizer;
+      adam_deps.push_back(b_.collective(group + ".grad." + (scatter ? "reduce_scatter" : "all_reduce"),
+                                        std::string("grad_") + (scatter ? "reduce_scatter" : "all_reduce"), G,
+                                        scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                                         CollectiveAlgorithm::ring, role, grad_bytes, done));
     }
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
@@ -1292,6 +1316,7 @@ class StageBuilder {
   // DeepSpeed's exchanges' "ready" messages: a pipeline tag plus this (past the ring's).
   static constexpr long kHandshakeTagBase = 1L << 42;
   long ring_tags_ = 0;
+  double stage_dense_params_ = 0;  // set_stage_dense_params
   // grad_sync overlap: the bucket being filled, the buckets' collectives, the last parameter
   // gather, and the ops off the device's chain that the optimizer waits for.
   double bucket_params_ = 0, bucketed_params_ = 0;
@@ -1440,6 +1465,7 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;
   x.per_tensor = t.grad_sync == GradSync::per_tensor;
+  x.bf16_optimizer = plan.pipeline_engine == PipelineEngine::deepspeed && t.precision == PrecisionPolicy::bf16;
   x.kv = m.key_value_heads();
   x.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
   x.flash = plan.attention == ParallelPlan::Attention::flash;
@@ -1528,6 +1554,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     }
     StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers(), mbs);
     const double flops_before = sb.executed_flops(), model_flops_before = sb.model_flops();
+    sb.set_stage_dense_params(stage_dense_parameters(m, plan, x, stage));
     if (plan.pipeline_engine == PipelineEngine::deepspeed)
       build_deepspeed_items(sb, out, prog, stage, deepspeed_train_order(plan.pipeline, mbs, stage));
     else

@@ -221,8 +221,39 @@ TEST_CASE("DeepSpeed's engine in the transformer: partitioned activations, whole
     CHECK((*d)["pp_send_ready"].first == 4);
   }
   CHECK(meg0.count("pp_recv_ready") == 0);
-  // Same compute: the engines differ only in their transfers.
-  CHECK(ds.executed_flops == doctest::Approx(mg.executed_flops));
+  // bf16 under DeepSpeed is its BF16_Optimizer: after each backward the cast and the fp32 add over
+  // the stage's dense parameters (one pass each per micro-batch); none under Megatron's engine.
+  for (auto* d : {&ds0, &ds1}) {
+    CHECK((*d)["hp_grad_cast"].first == 4);
+    CHECK((*d)["hp_grad_add"].first == 4);
+  }
+  CHECK(meg0.count("hp_grad_add") == 0);
+}
+
+TEST_CASE("DeepSpeed's BF16_Optimizer: fp32 gradients all-reduced whole under ZeRO 1, the add's bytes by hand") {
+  const ModelSpec m = tiny();
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::bf16;
+  ParallelPlan p = pipelined(PipelineEngine::deepspeed);
+  p.data = 2;
+  p.global_batch = 16;  // 4 micro-batches of 2 per replica
+  p.zero_stage = 1;
+  const TransformerWorkload ds = build_transformer_workload(m, t, p);
+  p.pipeline_engine = PipelineEngine::megatron;
+  const TransformerWorkload mg = build_transformer_workload(m, t, p);
+  const double stage0_params = stage_dense_parameters(m, t, p, 0);
+  for (const StepGraph* g : {&ds.workload.programs[0], &mg.workload.programs[0]})
+    for (auto v : boost::make_iterator_range(boost::vertices(*g))) {
+      const Op& op = (*g)[v];
+      const bool deepspeed = g == &ds.workload.programs[0];
+      if (const auto* c = std::get_if<CollectiveWork>(&op.work); c && op.label.rfind("grad_", 0) == 0 &&
+                                                                 c->group_role == "dp") {
+        CHECK(op.label == (deepspeed ? "grad_all_reduce" : "grad_reduce_scatter"));
+        if (deepspeed) CHECK(c->bytes == doctest::Approx(stage0_params * 4));  // fp32, 4 bytes a parameter
+      }
+      if (op.label == "hp_grad_add") CHECK(std::get<ComputeWork>(op.work).bytes == doctest::Approx(12 * stage0_params));
+    }
 }
 
 TEST_CASE("DeepSpeed's engine: plans it does not run are refused") {
