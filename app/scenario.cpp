@@ -1091,7 +1091,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.require_object(p, path, "a plan object");
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
-                "virtual_stages", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
+                "virtual_stages", "pipeline_engine", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
                  "sequence_parallel", "tp_comm_overlap", "attention", "context_parallel", "context_parallel_algorithm",
                  "prefetch_parameters",
                  "reduce_scatter_per_micro_batch", "grad_reduce_in_fp32", "offload_optimizer", "micro_batch", "global_batch", "placement", "slice"});
@@ -1115,6 +1115,8 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   s.schedule = r.choice(p, path, "schedule",
                         {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved},
                         std::optional(s.virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b));
+  s.pipeline_engine = r.choice(p, path, "pipeline_engine", {PipelineEngine::megatron, PipelineEngine::deepspeed},
+                               std::optional(PipelineEngine::megatron));
   // "devices" alone: the data-parallel size is what the tensor and pipeline sizes leave.
   const json* devices = Reader::find(p, "devices");
   const json* data = Reader::find(p, "data_parallel");

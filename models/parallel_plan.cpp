@@ -21,6 +21,14 @@ const char* to_string(PipelineSchedule s) {
   return "?";
 }
 
+const char* to_string(PipelineEngine e) {
+  switch (e) {
+    case PipelineEngine::megatron: return "megatron";
+    case PipelineEngine::deepspeed: return "deepspeed";
+  }
+  return "?";
+}
+
 const char* to_string(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";

@@ -6,7 +6,7 @@
 // Scenario keys (the "plan" object of a general scenario, see app/scenario.cpp):
 //   devices (the data-parallel size is then devices / (tensor x pipeline)) or data_parallel, tensor_parallel, tensor_mode ("1d" | "2d" | "2.5d" | "3d"), tensor_depth,
 //   pipeline_parallel, schedule ("gpipe" | "1f1b" | "interleaved"; default: interleaved when
-//   virtual_stages > 1, else 1f1b), virtual_stages,
+//   virtual_stages > 1, else 1f1b), virtual_stages, pipeline_engine ("megatron" | "deepspeed"),
 //   expert_parallel, zero_stage (0..3), paro, recompute ("none" | "selective" | "full"),
 //   sequence_parallel, distributed_optimizer, attention ("standard" | "flash"),
 //   offload_optimizer, micro_batch, global_batch, placement (innermost first, e.g.
@@ -33,6 +33,19 @@ const char* to_string(TensorMode m);
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
 const char* to_string(PipelineSchedule s);
 
+// The software that runs the pipeline. megatron: Megatron-LM's schedules.py (a stage's send to the
+// next stage is off its chain, its receive waits for the data; under 1-D each tensor rank sends 1/t
+// of the activations and the next stage all-gathers them, the scatter/gather optimization).
+// deepspeed: DeepSpeed's PipelineEngine running its TrainSchedule (deepspeed/runtime/pipe/
+// schedule.py, p2p.py): per step, a stage first exchanges with one neighbour (blocking send/recv
+// pairs, or two-rank broadcasts, a rendezvous on the GPU stream that its compute waits for), a
+// finished forward's activations sent only in the stage's next step, then computes
+// (models/pipeline_schedule.hpp). Its messages as the engine of 2021-22 sends them: activations split
+// over the tensor ranks and all-gathered (by the receiver, and by the sender to restore its output
+// before the backward), gradients sent whole by every tensor rank (models/transformer.cpp).
+enum class PipelineEngine { megatron, deepspeed };
+const char* to_string(PipelineEngine e);
+
 // Activation recomputation: none; selective (Korthikanti et al.: the attention core's
 // softmax and dropout are recomputed, the rest kept); full (each layer's input is kept and the
 // whole layer's forward is run again before its backward).
@@ -51,6 +64,7 @@ struct ParallelPlan {
   int pipeline = 1;  // pipeline stages
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;  // interleaved: model chunks per device (v)
+  PipelineEngine pipeline_engine = PipelineEngine::megatron;
   // Expert parallelism: an MoE layer's experts are spread over `expert` devices, which
   // exchange tokens by all-to-all. The expert group is carved out of the data-parallel
   // replicas (as in DeepSpeed-MoE and BaGuaLu): `data` must be a multiple of `expert`.

@@ -55,6 +55,41 @@ std::vector<PipelineItem> pipeline_order(PipelineSchedule schedule, int p, int m
 }
 
 namespace {
+// TrainSchedule._step_to_micro_batch: step k's micro-batch on stage s (out of range: nothing to
+// compute) and whether it is a forward.
+std::pair<int, bool> deepspeed_step(int p, int s, int k) {
+  const bool even_step = k % 2 == 0, even_stage = s % 2 == 0;
+  if (even_step && even_stage) return {k / 2 - s / 2, true};
+  if (!even_step && !even_stage) return {(k - 1) / 2 - s / 2, true};
+  if (even_step) return {k / 2 - p + (s + 1) / 2, false};
+  return {(k - 1) / 2 - p + 1 + s / 2, false};
+}
+}  // namespace
+
+std::vector<DeepSpeedInstruction> deepspeed_train_order(int p, int m, int s) {
+  if (p < 1 || m < 1 || s < 0 || s >= p)
+    throw std::invalid_argument("DeepSpeed's train schedule: needs stages >= 1, micro-batches >= 1 and a stage in range");
+  using K = DeepSpeedInstruction::Kind;
+  std::vector<DeepSpeedInstruction> out;
+  out.reserve(4 * static_cast<size_t>(m));
+  auto valid = [m](int mb) { return mb >= 0 && mb < m; };
+  int previous = -1;
+  for (int k = 0; k < 2 * (m + p - 1); ++k) {
+    const auto [mb, forward] = deepspeed_step(p, s, k);
+    if (forward && s > 0) {
+      if (valid(mb)) out.push_back({K::recv_activation, mb});
+      if (valid(previous)) out.push_back({K::send_grad, previous});
+    } else if (!forward && s < p - 1) {
+      if (valid(previous)) out.push_back({K::send_activation, previous});
+      if (valid(mb)) out.push_back({K::recv_grad, mb});
+    }
+    if (valid(mb)) out.push_back({forward ? K::forward : K::backward, mb});
+    previous = mb;
+  }
+  return out;
+}
+
+namespace {
 // The last two micro-batches, `period` apart, whose final backward item on stage 0 is followed by
 // a forward item (steady state) in an order of `m` micro-batches; {-1, -1} when there are none.
 std::pair<int, int> last_steady_pair(const std::vector<PipelineItem>& order, int period) {

@@ -33,6 +33,24 @@ struct PipelineItem {
 std::vector<PipelineItem> pipeline_order(PipelineSchedule schedule, int stages, int micro_batches, int chunks,
                                          int stage);
 
+// DeepSpeed's TrainSchedule (deepspeed/runtime/pipe/schedule.py): 2 (m + p - 1) steps per stage. At
+// step k an even stage runs a forward when k is even and a backward when k is odd, an odd stage the
+// other way round, so that neighbours always face each other: a forward step first receives its
+// micro-batch's activations from the previous stage, then sends the gradient of the stage's previous
+// step's backward back to it; a backward step first sends the activations of the previous step's
+// forward to the next stage, then receives its micro-batch's gradient from it. Each exchange is
+// blocking (a rendezvous: both sides wait for it); the step's compute follows its exchanges. The
+// compute items come in 1F1B's order (pipeline_order); what differs is where the transfers sit.
+struct DeepSpeedInstruction {
+  enum class Kind { recv_activation, send_grad, send_activation, recv_grad, forward, backward };
+  Kind kind = Kind::forward;
+  int micro_batch = 0;
+  bool operator==(const DeepSpeedInstruction& o) const { return kind == o.kind && micro_batch == o.micro_batch; }
+};
+// Stage `stage`'s instructions, step after step (steps with nothing to do leave nothing); throws
+// std::invalid_argument for m < 1, p < 1 or a stage out of range.
+std::vector<DeepSpeedInstruction> deepspeed_train_order(int stages, int micro_batches, int stage);
+
 // Steady-state folding in time. In 1F1B's and the interleaved schedule's steady state every stage
 // repeats the same items every `period` micro-batches (1; interleaved: p, one group of p
 // micro-batches per chunk round), so one more period of micro-batches delays everything after it

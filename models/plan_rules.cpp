@@ -249,6 +249,31 @@ Problem pipeline_problem(const ModelSpec& m, const ParallelPlan& p) {
   return std::nullopt;
 }
 
+// DeepSpeed's pipeline engine (models/parallel_plan.hpp PipelineEngine) as Megatron-DeepSpeed runs
+// it: its TrainSchedule only (non-interleaved 1F1B), Megatron's 1-D tensor slicing without sequence
+// parallelism, ZeRO stage 0 or 1 (DeepSpeed asserts that stages 2 and 3 do not combine with its
+// pipeline), and the gradients reduced after the last step (its ReduceGrads instruction).
+Problem pipeline_engine_problem(const TrainingSpec& t, const ParallelPlan& p) {
+  if (p.pipeline_engine != PipelineEngine::deepspeed) return std::nullopt;
+  const std::string at = "/plan/pipeline_engine";
+  if (p.pipeline < 2)
+    return problem(at, "expected \"megatron\" (or no key): pipeline_parallel is 1, so no pipeline engine runs");
+  if (p.schedule != PipelineSchedule::one_f_one_b)
+    return problem(at, "expected \"megatron\": DeepSpeed's engine runs its own 1F1B TrainSchedule, and the schedule is " +
+                           quoted(to_string(p.schedule)));
+  if (p.tensor_mode != TensorMode::one_d || p.sequence_parallel || p.context != 1)
+    return problem(at, "expected \"megatron\": DeepSpeed's engine is modelled with Megatron's 1-D tensor slicing, "
+                       "without sequence or context parallelism");
+  if (p.zero_stage > 1 || p.distributed_optimizer)
+    return problem(at, "expected \"megatron\": DeepSpeed's pipeline engine takes ZeRO stage 0 or 1 (its own), not " +
+                           std::string(p.distributed_optimizer ? "Megatron's distributed optimizer"
+                                                               : "stage " + num(p.zero_stage)));
+  if (t.grad_sync != GradSync::after_backward)
+    return problem(at, "expected \"megatron\": DeepSpeed's engine reduces the gradients after its last step "
+                       "(ReduceGrads), so training.grad_sync must be \"after_backward\"");
+  return std::nullopt;
+}
+
 // The global batch against micro-batches and replicas, and the devices against the machine's.
 Problem batch_and_devices_problem(const ParallelPlan& p, const PlanMachine* mc) {
   const long long per_step = static_cast<long long>(p.micro_batch) * p.data;
@@ -378,6 +403,7 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
                        " (its per-layer statistics would need reductions across the shards, not modelled)");
   if (auto bad = general_split_problem(m, t, p)) return bad;
   if (auto bad = pipeline_problem(m, p)) return bad;
+  if (auto bad = pipeline_engine_problem(t, p)) return bad;
   return batch_and_devices_problem(p, machine);
 }
 

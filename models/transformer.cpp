@@ -71,6 +71,10 @@ struct Dims {
   // layers' backward finishes.
   bool overlap = false;
   bool per_tensor = false;  // grad_sync per_tensor: one all-reduce per dense gradient tensor
+  // DeepSpeed's pipeline engine in bf16 runs its BF16_Optimizer (runtime/bf16_optimizer.py; the
+  // engine: "BF16 Optimizer is hardcoded for fp32 gradient accumulation"): after every backward each
+  // bf16 gradient is added into an fp32 copy, and the fp32 gradients are all-reduced at the step's end.
+  bool bf16_optimizer = false;
   double kv = 0;         // key/value heads (grouped-query attention; = h for multi-head)
   bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
@@ -128,11 +132,13 @@ class StageBuilder {
         cross_q_(tensor_linear(x.tl, x.T, x.d, x.d, x.ea, Linear1D::column)),
         cross_kv_(tensor_linear(x.tl, x.T, x.d, 2 * x.kv * x.dh(), x.ea, Linear1D::column)) {}
 
-  void item(const PipelineItem& it) {
+  // One item of the schedule; `exchanges`: with its receive before and its send after (Megatron's
+  // engine), or its compute alone (DeepSpeed's, whose exchanges are instructions of their own).
+  void item(const PipelineItem& it, bool exchanges = true) {
     const int vs = it.chunk * plan_.pipeline + stage_;  // virtual stage
     mb_ = fmt::format("mb{}.c{}.", it.micro_batch, it.chunk);
     if (it.forward) {
-      if (vs > 0) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
+      if (vs > 0 && exchanges) receive(Phase::forward, tag(it.micro_batch, vs - 1, true), +1);
       if (vs == 0) embedding(Phase::forward);
       for (int l = 0; l < chunk_layers(vs); ++l) {
         if (starts_decoder(layer_index(vs, l))) decoder_input(Phase::forward);
@@ -141,9 +147,9 @@ class StageBuilder {
       }
       if (vs == vt_ - 1) head_forward();
       amax_reduction(chunk_layers(vs));
-      if (vs < vt_ - 1) send(Phase::forward, tag(it.micro_batch, vs, true), +1);
+      if (vs < vt_ - 1 && exchanges) send(Phase::forward, tag(it.micro_batch, vs, true), +1);
     } else {
-      if (vs < vt_ - 1) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
+      if (vs < vt_ - 1 && exchanges) receive(Phase::backward, tag(it.micro_batch, vs + 1, false), -1);
       if (vs == vt_ - 1) head_backward();
       const bool last_micro_batch = it.micro_batch == micro_batches_ - 1;
       for (int l = chunk_layers(vs) - 1; l >= 0; --l) {
@@ -161,7 +167,38 @@ class StageBuilder {
         if (starts_decoder(layer)) decoder_input(Phase::backward);
       }
       if (vs == 0) embedding(Phase::backward);
-      if (vs > 0) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
+      if (vs > 0 && exchanges) send(Phase::backward, tag(it.micro_batch, vs, false), -1);
+    }
+  }
+
+  // The dense parameters on this device (BF16_Optimizer's fp32 gradient accumulation passes over them).
+  void set_stage_dense_params(double params) { stage_dense_params_ = params; }
+  // BF16_Optimizer.update_hp_grads after each backward, per parameter hp_grad.add_(lp.grad.to(fp32)):
+  // the cast (bf16 read, fp32 temporary written) and the add (temporary and accumulator read,
+  // accumulator written), 18 bytes a parameter.
+  void hp_grad_accumulation() {
+    if (!x_.bf16_optimizer || stage_dense_params_ <= 0) return;
+    const double n = stage_dense_params_;
+    last_ = b_.memory(name("hp_grad_cast"), "hp_grad_cast", Phase::backward, Kernel::residual_add, Precision::fp32,
+                      elements(n), 0, n * 6, deps());
+    last_ = b_.memory(name("hp_grad_add"), "hp_grad_add", Phase::backward, Kernel::residual_add, Precision::fp32,
+                      elements(n), n, n * 12, deps());
+  }
+
+  // One instruction of DeepSpeed's TrainSchedule (models/pipeline_schedule.hpp; one chunk a stage).
+  void deepspeed_instruction(const DeepSpeedInstruction& in) {
+    using K = DeepSpeedInstruction::Kind;
+    const int mb = in.micro_batch;
+    mb_ = fmt::format("mb{}.c0.", mb);
+    switch (in.kind) {
+      case K::forward: return item({true, mb, 0}, false);
+      case K::backward:
+        item({false, mb, 0}, false);
+        return hp_grad_accumulation();
+      case K::recv_activation: return blocking_receive(Phase::forward, tag(mb, stage_ - 1, true), +1);
+      case K::send_grad: return blocking_send(Phase::backward, tag(mb, stage_, false), -1);
+      case K::send_activation: return blocking_send(Phase::forward, tag(mb, stage_, true), +1);
+      case K::recv_grad: return blocking_receive(Phase::backward, tag(mb, stage_ + 1, false), -1);
     }
   }
 
@@ -380,7 +417,8 @@ class StageBuilder {
     const Phase G = Phase::backward, O = Phase::optimizer;
     const bool experts = group == "expert";
     const double grad_bytes =
-        params * (plan_.grad_reduce_in_fp32 ? 4.0 : bytes_per_element(experts ? x_.pp.expert_grad : x_.pp.shared_grad));
+        params * (plan_.grad_reduce_in_fp32 || x_.bf16_optimizer ? 4.0
+                                                                 : bytes_per_element(experts ? x_.pp.expert_grad : x_.pp.shared_grad));
     const Precision param_precision = experts ? x_.pp.expert_param : x_.pp.shared_param;
     const double master_bytes = experts ? x_.pp.expert_master_bytes : x_.pp.shared_master_bytes;
     std::vector<long> adam_deps = done;
@@ -394,9 +432,12 @@ class StageBuilder {
     } else if (replicas > 1 && x_.per_tensor && !experts) {
       adam_deps.push_back(per_tensor_all_reduces(role, bytes_per_element(x_.pp.shared_grad), done));
     } else if (replicas > 1) {
-      adam_deps.push_back(b_.collective(group + ".grad." + (zero ? "reduce_scatter" : "all_reduce"),
-                                        std::string("grad_") + (zero ? "reduce_scatter" : "all_reduce"), G,
-                                        zero ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
+      // BF16_Optimizer all-reduces its fp32 gradients whole (the engine's _bf16_reduce_grads,
+      // buffered_allreduce_fallback), ZeRO 1 or not; each replica then updates its shard.
+      const bool scatter = zero && !x_.bf16_optimizer;
+      adam_deps.push_back(b_.collective(group + ".grad." + (scatter ? "reduce_scatter" : "all_reduce"),
+                                        std::string("grad_") + (scatter ? "reduce_scatter" : "all_reduce"), G,
+                                        scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                                         CollectiveAlgorithm::ring, role, grad_bytes, done));
     }
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
@@ -516,21 +557,53 @@ class StageBuilder {
   // Pipeline messages: under 1-D, Megatron's scatter/gather sends 1/t of the activations per
   // tensor rank (under sequence parallelism, the rank's sequence shard, which it keeps); under 2-D, 2.5-D and 3-D each rank sends its own shard to the rank with the
   // same tensor coordinates in the next stage.
-  double message_bytes() const { return x_.Tl() * x_.dl() * x_.ea / (x_.one_d() ? x_.t : 1); }
+  // DeepSpeed's engine as Megatron-DeepSpeed ran it (deepspeed/runtime/pipe/engine.py of 2021-22:
+  // is_pipe_partitioned = is_model_parallel, is_grad_partitioned = False): the activations split over
+  // the tensor ranks (PartitionedTensor, 1/t each, all-gathered by the receiver), the gradients sent
+  // whole by every tensor rank, no gather.
+  bool scattered(Phase ph) const {
+    return x_.one_d() && (plan_.pipeline_engine == PipelineEngine::megatron || ph == Phase::forward);
+  }
+  double message_bytes(Phase ph) const { return x_.Tl() * x_.dl() * x_.ea / (scattered(ph) ? x_.t : 1); }
+  // The all-gather of a scattered message's T x d over "tp" (sequence parallelism keeps the shard).
+  void gather_message(Phase ph, bool scattered_message, const std::string& what, const std::string& label) {
+    if (scattered_message && x_.t > 1 && !x_.sp())
+      last_ = b_.collective(name(what), label, ph, CollectiveKind::all_gather, CollectiveAlgorithm::ring, "tp",
+                            x_.T * x_.d * x_.ea, deps());
+  }
+  // DeepSpeed's blocking exchange (p2p.send / p2p.recv, NCCL's rendezvous): the data leaves once the
+  // receiver has posted its receive (a zero-byte "ready" message back, tag kHandshakeTagBase + tag),
+  // and both sides' next op waits for the transfer.
+  void blocking_send(Phase ph, long tag, int offset) {
+    last_ = b_.transfer(name("recv_ready"), "pp_recv_ready", ph, Dir::recv, "pp", -offset, 0, kHandshakeTagBase + tag,
+                        deps());
+    last_ = b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
+                        ph == Phase::forward ? "pp_send_activations" : "pp_send_gradients", ph, Dir::send, "pp", offset,
+                        message_bytes(ph), tag, deps());
+  }
+  // A backward's receive first restores the stage's own output, whose partition alone was kept
+  // after it was sent (_exec_recv_grads: PartitionedTensor.full(), an all-gather over "tp").
+  void blocking_receive(Phase ph, long tag, int offset) {
+    if (ph == Phase::backward) gather_message(ph, scattered(Phase::forward), "pp_restore_output", "pp_restore_output");
+    last_ = b_.transfer(name("send_ready"), "pp_send_ready", ph, Dir::send, "pp", -offset, 0, kHandshakeTagBase + tag,
+                        deps());
+    last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
+                        ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
+                        message_bytes(ph), tag, deps());
+    gather_message(ph, scattered(ph), "pp_all_gather", "pp_all_gather");
+  }
   void send(Phase ph, long tag, int offset) {
-    const double bytes = message_bytes();
+    const double bytes = message_bytes(ph);
     sends_.push_back(b_.transfer(name(ph == Phase::forward ? "send_activations" : "send_gradients"),
                                  ph == Phase::forward ? "pp_send_activations" : "pp_send_gradients", ph, Dir::send, "pp",
                                  offset, bytes, tag, deps()));
   }
   void receive(Phase ph, long tag, int offset) {
-    const double bytes = message_bytes();
+    const double bytes = message_bytes(ph);
     last_ = b_.transfer(name(ph == Phase::forward ? "recv_activations" : "recv_gradients"),
                         ph == Phase::forward ? "pp_recv_activations" : "pp_recv_gradients", ph, Dir::recv, "pp", offset,
                         bytes, tag, deps());
-    if (x_.one_d() && x_.t > 1 && !x_.sp())  // (sequence parallelism keeps the shard)
-      last_ = b_.collective(name("pp_all_gather"), "pp_all_gather", ph, CollectiveKind::all_gather,
-                            CollectiveAlgorithm::ring, "tp", x_.T * x_.d * x_.ea, deps());
+    gather_message(ph, scattered(ph), "pp_all_gather", "pp_all_gather");
   }
   // 1-D: an all-reduce of the T x d activations over "tp" after the device's last op.
   long tp_all_reduce(const std::string& what, Phase ph) {
@@ -1283,7 +1356,10 @@ class StageBuilder {
   std::string mb_;
   // Ring attention's messages: tags of their own, after the pipeline's (which stay below 2^40).
   static constexpr long kRingTagBase = 1L << 40;
+  // DeepSpeed's exchanges' "ready" messages: a pipeline tag plus this (past the ring's).
+  static constexpr long kHandshakeTagBase = 1L << 42;
   long ring_tags_ = 0;
+  double stage_dense_params_ = 0;  // set_stage_dense_params
   // grad_sync overlap: the bucket being filled, the buckets' collectives, the last parameter
   // gather, and the ops off the device's chain that the optimizer waits for.
   double bucket_params_ = 0, bucketed_params_ = 0;
@@ -1372,6 +1448,22 @@ void build_items(StageBuilder& sb, TransformerWorkload& out, int program, int st
   }
   if (stage == 0 && w.folded(out.micro_batches)) out.measured.push_back(measured);
 }
+
+// The same under DeepSpeed's engine: its instructions in TrainSchedule's order; a measured
+// micro-batch's backward is its backward compute.
+void build_deepspeed_items(StageBuilder& sb, TransformerWorkload& out, int program, int stage,
+                           const std::vector<DeepSpeedInstruction>& order) {
+  const SteadyStateWindow& w = out.window;
+  TransformerWorkload::MeasuredItems measured{program};
+  for (const DeepSpeedInstruction& in : order) {
+    const long begin = sb.ops();
+    sb.deepspeed_instruction(in);
+    if (in.kind != DeepSpeedInstruction::Kind::backward) continue;
+    if (in.micro_batch == w.first) measured.first_begin = begin, measured.first_end = sb.ops();
+    if (in.micro_batch == w.second) measured.second_begin = begin, measured.second_end = sb.ops();
+  }
+  if (stage == 0 && w.folded(out.micro_batches)) out.measured.push_back(measured);
+}
 }  // namespace
 
 TransformerWorkload build_transformer_workload(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan,
@@ -1420,6 +1512,7 @@ Dims transformer_dims(const ModelSpec& m, const TrainingSpec& t, const ParallelP
   x.ef = bytes_per_element(x.ffn_storage);
   x.overlap = t.grad_sync == GradSync::overlap;
   x.per_tensor = t.grad_sync == GradSync::per_tensor;
+  x.bf16_optimizer = plan.pipeline_engine == PipelineEngine::deepspeed && t.precision == PrecisionPolicy::bf16;
   x.kv = m.key_value_heads();
   x.swiglu = m.ffn == ModelSpec::Ffn::swiglu;
   x.flash = plan.attention == ParallelPlan::Attention::flash;
@@ -1509,7 +1602,11 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     }
     StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers(), mbs);
     const double flops_before = sb.executed_flops(), model_flops_before = sb.model_flops();
-    build_items(sb, out, prog, stage, pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage));
+    sb.set_stage_dense_params(stage_dense_parameters(m, plan, x, stage));
+    if (plan.pipeline_engine == PipelineEngine::deepspeed)
+      build_deepspeed_items(sb, out, prog, stage, deepspeed_train_order(plan.pipeline, mbs, stage));
+    else
+      build_items(sb, out, prog, stage, pipeline_order(plan.schedule, plan.pipeline, mbs, plan.virtual_stages, stage));
     const double item_flops = sb.executed_flops() - flops_before, item_model_flops = sb.model_flops() - model_flops_before;
     out.item_ops_end.push_back(sb.ops());
     const StageParameters here = stage_parameters(m, plan, stage);

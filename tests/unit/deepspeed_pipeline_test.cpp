@@ -1,0 +1,274 @@
+// DeepSpeed's pipeline engine (plan.pipeline_engine "deepspeed"): TrainSchedule's instruction order
+// by hand (deepspeed/runtime/pipe/schedule.py), the blocking exchanges' step time on an ideal machine
+// by hand (2 stages, 4 micro-batches, forward 1 s, backward 2 s, each transfer c s), and the
+// transformer's stage programs under it (activations partitioned over the tensor ranks, gradients
+// whole, the "ready" handshakes). Each TEST_CASE simulates at most once (SimGrid allows one engine per process).
+#include <doctest/doctest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "models/pipeline_schedule.hpp"
+#include "models/transformer.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+#include "sim/workload.hpp"
+#include "tests/unit/ideal_machine.hpp"
+
+using namespace exasim;
+
+namespace {
+
+using K = DeepSpeedInstruction::Kind;
+
+// "F0 sA0 ..." for an instruction list: F/B compute, rA/sA activations, rG/sG gradients.
+std::string spelled(const std::vector<DeepSpeedInstruction>& order) {
+  std::string out;
+  for (const auto& in : order) {
+    const char* k = in.kind == K::forward           ? "F"
+                    : in.kind == K::backward        ? "B"
+                    : in.kind == K::recv_activation ? "rA"
+                    : in.kind == K::send_activation ? "sA"
+                    : in.kind == K::recv_grad       ? "rG"
+                                                    : "sG";
+    out += (out.empty() ? "" : " ") + std::string(k) + std::to_string(in.micro_batch);
+  }
+  return out;
+}
+
+constexpr double kRate_flops_per_s = 1e12;
+constexpr double kBandwidth_Bps = 10e9;
+constexpr double kLatency_s = 2e-6;  // per link; a flow crosses two
+constexpr double kBytes = 1e9;       // one transfer: 0.1 s + 4 us
+
+Op compute(const std::string& name, Phase ph, double seconds) {
+  return Op{name, "compute", ph, ComputeWork{Kernel::gemm, Precision::fp32, seconds * kRate_flops_per_s, 0, {}}};
+}
+Op transfer(const std::string& name, Phase ph, TransferWork::Direction d, int offset, double bytes, long tag) {
+  TransferWork t;
+  t.direction = d;
+  t.group_role = "pipe";
+  t.offset = offset;
+  t.bytes = bytes;
+  t.tag = tag;
+  return Op{name, "transfer", ph, t};
+}
+
+// Stage s's program from deepspeed_train_order: every exchange a rendezvous, as the transformer
+// builds it (a zero-byte "ready" message from the receiver, then the data; both in the chain).
+StepGraph deepspeed_stage(int p, int m, int s) {
+  using D = TransferWork::Direction;
+  StepGraph g;
+  std::vector<OpId> last;
+  auto chain = [&](Op op) { last = {add_op(g, std::move(op), last)}; };
+  for (const auto& in : deepspeed_train_order(p, m, s)) {
+    const std::string mb = std::to_string(in.micro_batch);
+    const bool act = in.kind == K::recv_activation || in.kind == K::send_activation;
+    const Phase ph = act ? Phase::forward : Phase::backward;
+    const long tag = 2L * in.micro_batch + (act ? 0 : 1), ready = 1000 + tag;
+    switch (in.kind) {
+      case K::forward: chain(compute("F" + mb, Phase::forward, 1.0)); break;
+      case K::backward: chain(compute("B" + mb, Phase::backward, 2.0)); break;
+      case K::send_activation:
+      case K::send_grad: {
+        const int offset = act ? +1 : -1;
+        chain(transfer("ready" + mb, ph, D::recv, -offset, 0, ready));
+        chain(transfer("send" + mb, ph, D::send, offset, kBytes, tag));
+        break;
+      }
+      case K::recv_activation:
+      case K::recv_grad: {
+        const int offset = act ? +1 : -1;
+        chain(transfer("ready" + mb, ph, D::send, -offset, 0, ready));
+        chain(transfer("recv" + mb, ph, D::recv, offset, kBytes, tag));
+        break;
+      }
+    }
+  }
+  return g;
+}
+
+ModelSpec tiny() {
+  ModelSpec m;
+  m.name = "ds-test";
+  m.layers = 4;
+  m.d_model = 256;
+  m.heads = 8;
+  m.d_ff = 1024;
+  m.vocab = 1024;
+  return m;
+}
+
+ParallelPlan pipelined(PipelineEngine engine) {
+  ParallelPlan p;
+  p.tensor = 2;
+  p.pipeline = 2;
+  p.micro_batch = 2;
+  p.global_batch = 8;  // 4 micro-batches
+  p.pipeline_engine = engine;
+  return p;
+}
+
+// label -> (count, bytes of each) of a program's transfers, and its collectives' count by label.
+std::map<std::string, std::pair<int, double>> ops_by_label(const StepGraph& g) {
+  std::map<std::string, std::pair<int, double>> seen;
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    auto& [n, bytes] = seen[g[v].label];
+    ++n;
+    if (const auto* t = std::get_if<TransferWork>(&g[v].work)) bytes = t->bytes;
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("DeepSpeed's TrainSchedule: 2 stages, 4 micro-batches, instruction by instruction") {
+  // Stage 0 (even): forwards on even steps; its activations leave in the next (backward) step.
+  CHECK(spelled(deepspeed_train_order(2, 4, 0)) ==
+        "F0 sA0 F1 sA1 rG0 B0 F2 sA2 rG1 B1 F3 sA3 rG2 B2 rG3 B3");
+  // Stage 1 (odd, last): a forward step receives, then returns the previous backward's gradient.
+  CHECK(spelled(deepspeed_train_order(2, 4, 1)) ==
+        "rA0 F0 B0 rA1 sG0 F1 B1 rA2 sG1 F2 B2 rA3 sG2 F3 B3 sG3");
+  CHECK_THROWS_AS(deepspeed_train_order(2, 0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(deepspeed_train_order(2, 4, 2), std::invalid_argument);
+}
+
+TEST_CASE("DeepSpeed's TrainSchedule: compute in 1F1B's order, every send met by its receive in order") {
+  for (int p : {2, 3, 4, 5, 8})
+    for (int m : {1, 2, 3, 7, 16}) {
+      std::vector<std::vector<DeepSpeedInstruction>> orders;
+      for (int s = 0; s < p; ++s) {
+        orders.push_back(deepspeed_train_order(p, m, s));
+        std::vector<PipelineItem> compute;
+        for (const auto& in : orders.back())
+          if (in.kind == K::forward || in.kind == K::backward) compute.push_back({in.kind == K::forward, in.micro_batch, 0});
+        CHECK(compute == pipeline_order(PipelineSchedule::one_f_one_b, p, m, 1, s));
+      }
+      // Between stages s and s+1: s's activation sends and gradient receives in the order s+1
+      // receives and sends them (blocking pairs that never wait on each other crosswise).
+      for (int s = 0; s + 1 < p; ++s) {
+        std::vector<DeepSpeedInstruction> down, up;
+        for (const auto& in : orders[s])
+          if (in.kind == K::send_activation) down.push_back({K::recv_activation, in.micro_batch});
+          else if (in.kind == K::recv_grad) down.push_back({K::send_grad, in.micro_batch});
+        for (const auto& in : orders[s + 1])
+          if (in.kind == K::recv_activation || in.kind == K::send_grad) up.push_back(in);
+        CHECK(down == up);
+        CHECK(down.size() == 2u * m);
+      }
+    }
+}
+
+TEST_CASE("DeepSpeed's blocking exchanges: 2 stages, 4 micro-batches, the step time by hand") {
+  // Forward 1 s, backward 2 s, a transfer c = 0.1 s + 4 us. Without transfers it is 1F1B's
+  // (m + p - 1)(F + B) = 15 s. Stage 0's activations leave only in its next step and both sides
+  // wait for each exchange, so every hand-off is on the critical path, one after another:
+  //   stage 0: F0 [0, 1], sA0 [1, 1+c], F1 [1+c, 2+c]; stage 1: F0 [1+c, 2+c], B0 [2+c, 4+c];
+  //   sA1 waits for stage 1's rA1: [4+c, 4+2c], then rG0 [4+2c, 4+3c]; B0 [4+3c, 6+3c] on stage 0
+  //   while stage 1 runs F1, B1 [4+3c, 7+3c]; F2 [6+3c, 7+3c]; sA2, rG1 [7+3c, 7+5c]; ...
+  //   sA3, rG2 [10+5c, 10+7c]; stage 1's F3, B3 [10+7c, 13+7c]; sG3 [13+7c, 13+8c]; B3 on stage 0
+  //   [13+8c, 15+8c]: 15 + 8c. (Megatron's engine, sends off the chain, pays 4c: 15 + 4c.)
+  const int p = 2, m = 4;
+  Workload w;
+  w.rank_count = p;
+  w.node_of_rank = {0, 1};
+  w.class_of_rank = {0, 1};
+  w.program_of_rank = {0, 1};
+  w.programs.clear();
+  for (int s = 0; s < p; ++s) w.programs.push_back(deepspeed_stage(p, m, s));
+  GroupTable pipe;
+  pipe.members = {{0, 1}};
+  pipe.block_size = 1;
+  pipe.index(p);
+  w.groups["pipe"] = pipe;
+  const test::StarNetwork net(p, kBandwidth_Bps, kLatency_s);
+  const test::FixedRateCostModel cost(kRate_flops_per_s);
+  const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
+  const double c = 2 * kLatency_s + kBytes / kBandwidth_Bps;
+  CHECK(res.step_time_s == doctest::Approx(15 + 8 * c).epsilon(1e-9));
+}
+
+TEST_CASE("DeepSpeed's engine in the transformer: partitioned activations, whole gradients, a handshake per exchange") {
+  const ModelSpec m = tiny();
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::bf16;
+  const TransformerWorkload mg = build_transformer_workload(m, t, pipelined(PipelineEngine::megatron));
+  const TransformerWorkload ds = build_transformer_workload(m, t, pipelined(PipelineEngine::deepspeed));
+  const double activation_bytes = 2.0 * 128 * 256 * 2;  // micro-batch x seq x d_model x bf16
+  auto meg0 = ops_by_label(mg.workload.programs[0]), meg1 = ops_by_label(mg.workload.programs[1]);
+  auto ds0 = ops_by_label(ds.workload.programs[0]), ds1 = ops_by_label(ds.workload.programs[1]);
+  // Megatron: 1/t of each message, gathered on arrival, in both directions.
+  CHECK(meg0["pp_send_activations"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(meg1["pp_send_gradients"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(meg0["pp_all_gather"].first == 4);
+  CHECK(meg1["pp_all_gather"].first == 4);
+  // DeepSpeed: the activations partitioned (1/t, gathered by the receiver, and by the sender again
+  // before the gradient comes back), the gradients whole (no gather).
+  CHECK(ds0["pp_send_activations"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(ds1["pp_send_gradients"].second == doctest::Approx(activation_bytes));
+  CHECK(ds1["pp_all_gather"].first == 4);
+  CHECK(ds0.count("pp_all_gather") == 0);
+  CHECK(ds0["pp_restore_output"].first == 4);
+  CHECK(ds1.count("pp_restore_output") == 0);
+  CHECK(meg0.count("pp_restore_output") == 0);
+  for (auto* d : {&ds0, &ds1}) {  // each send waits for its receiver's "ready"
+    CHECK((*d)["pp_recv_ready"].first == 4);
+    CHECK((*d)["pp_send_ready"].first == 4);
+  }
+  CHECK(meg0.count("pp_recv_ready") == 0);
+  // bf16 under DeepSpeed is its BF16_Optimizer: after each backward the cast and the fp32 add over
+  // the stage's dense parameters (one pass each per micro-batch); none under Megatron's engine.
+  for (auto* d : {&ds0, &ds1}) {
+    CHECK((*d)["hp_grad_cast"].first == 4);
+    CHECK((*d)["hp_grad_add"].first == 4);
+  }
+  CHECK(meg0.count("hp_grad_add") == 0);
+}
+
+TEST_CASE("DeepSpeed's BF16_Optimizer: fp32 gradients all-reduced whole under ZeRO 1, the add's bytes by hand") {
+  const ModelSpec m = tiny();
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::bf16;
+  ParallelPlan p = pipelined(PipelineEngine::deepspeed);
+  p.data = 2;
+  p.global_batch = 16;  // 4 micro-batches of 2 per replica
+  p.zero_stage = 1;
+  const TransformerWorkload ds = build_transformer_workload(m, t, p);
+  p.pipeline_engine = PipelineEngine::megatron;
+  const TransformerWorkload mg = build_transformer_workload(m, t, p);
+  const double stage0_params = stage_dense_parameters(m, t, p, 0);
+  for (const StepGraph* g : {&ds.workload.programs[0], &mg.workload.programs[0]})
+    for (auto v : boost::make_iterator_range(boost::vertices(*g))) {
+      const Op& op = (*g)[v];
+      const bool deepspeed = g == &ds.workload.programs[0];
+      if (const auto* c = std::get_if<CollectiveWork>(&op.work); c && op.label.rfind("grad_", 0) == 0 &&
+                                                                 c->group_role == "dp") {
+        CHECK(op.label == (deepspeed ? "grad_all_reduce" : "grad_reduce_scatter"));
+        if (deepspeed) CHECK(c->bytes == doctest::Approx(stage0_params * 4));  // fp32, 4 bytes a parameter
+      }
+      if (op.label == "hp_grad_add") CHECK(std::get<ComputeWork>(op.work).bytes == doctest::Approx(12 * stage0_params));
+    }
+}
+
+TEST_CASE("DeepSpeed's engine: plans it does not run are refused") {
+  const ModelSpec m = tiny();
+  TrainingSpec t;
+  t.seq_len = 128;
+  ParallelPlan p = pipelined(PipelineEngine::deepspeed);
+  p.pipeline = 1;
+  p.global_batch = 4;
+  CHECK_THROWS_WITH_AS(build_transformer_workload(m, t, p), doctest::Contains("pipeline_engine"), std::invalid_argument);
+  p = pipelined(PipelineEngine::deepspeed);
+  p.sequence_parallel = true;
+  CHECK_THROWS_AS(build_transformer_workload(m, t, p), std::invalid_argument);
+  p = pipelined(PipelineEngine::deepspeed);
+  p.zero_stage = 2;
+  p.data = 2;
+  CHECK_THROWS_AS(build_transformer_workload(m, t, p), std::invalid_argument);
+}
