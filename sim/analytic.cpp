@@ -41,6 +41,25 @@ double AlphaBetaCosts::collective_end_s(double ready_s, const CollectiveWork& c,
          protocol_s(sch, gt.index_in_group[r], slowest_ring_pair(gt, gi, c).latency_s);
 }
 
+double AlphaBetaCosts::member_sent_bytes(const CollectiveWork& c, int r) {
+  const GroupTable& gt = table(c.group_role);
+  const int gi = gt.group_of_rank.at(r);
+  const int n = static_cast<int>(gt.members.at(gi).size()), m = gt.index_in_group[r];
+  if (n <= 1 || c.bytes <= 0) return 0;
+  const auto key = std::make_tuple(&gt, n, c.kind, c.algorithm, wire_bytes(c), m);
+  auto it = sent_bytes_.find(key);
+  if (it != sent_bytes_.end()) return it->second;
+  const CollectiveSchedule sch = schedule_of(c, n, gt.block_size);
+  std::vector<CollectiveStep::Send> out;
+  double sent = 0;
+  for (int k = 0; k < sch.step_count(); ++k) {
+    out.clear();
+    sch.sends(m, k, out);
+    for (const CollectiveStep::Send& s : out) sent += s.bytes;
+  }
+  return sent_bytes_[key] = sent;
+}
+
 double AlphaBetaCosts::send_end_s(double ready_s, double bytes, int from, int to) {
   const PathCost pc = from == to ? PathCost{0, std::numeric_limits<double>::infinity()} : path_cost(from, to);
   return ready_s + net_.message_overhead_s() + net_.eager_copy_s(bytes) + (net_.rendezvous(bytes) ? 3 : 1) * pc.latency_s +
@@ -179,7 +198,8 @@ namespace {
 
 class Estimator {
  public:
-  Estimator(const Workload& w, const Network& net, const CostModel& cost) : w_(w), cost_(cost), costs_(w, net) {}
+  Estimator(const Workload& w, const Network& net, const CostModel& cost)
+      : w_(w), net_(net), cost_(cost), costs_(w, net), memory_kind_(net.memory_path_kind()) {}
 
   SimResult run() {
     const size_t P = w_.programs.size();
@@ -191,6 +211,7 @@ class Estimator {
       count[p]++;
     }
     timing_.resize(P);
+    memory_.resize(P);
     for (size_t p = 0; p < P; ++p) timing_[p].assign(boost::num_vertices(w_.programs[p]), OpTiming{-1, -1});
     // Programs wait on each other only through receives: advance each as far as it can, and
     // go round until all are done.
@@ -247,8 +268,12 @@ class Estimator {
     double end = ready;
     if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
       end = ready + cost_.compute_time_s(*c);
+      if (memory_kind_ >= 0) end = memory_shared_end_s(p, r, ready, end, memory_path_bytes(*c, end - ready, path_Bps(r)));
     } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
       end = costs_.collective_end_s(ready, *c, r);
+      if (memory_kind_ >= 0)
+        end = memory_shared_end_s(p, r, ready, end,
+                                  std::min(2 * costs_.member_sent_bytes(*c, r), (end - ready) * path_Bps(r)));
     } else {
       const auto& t = std::get<TransferWork>(op.work);
       const GroupTable& gt = costs_.table(t.group_role);
@@ -269,11 +294,60 @@ class Estimator {
     return true;
   }
 
+  // The bandwidth of rank r's memory path (its node's link of memory_kind_).
+  double path_Bps(int r) const {
+    return net_.link_kinds().at(memory_kind_).bandwidth_Bps * net_.bandwidth_factor(memory_kind_, w_.node_of_rank[r]);
+  }
+
+  // When an op of program p on [ready_s, end_s] alone, moving `bytes` through rank r's memory path,
+  // ends beside the ops of p timed on the path before it: it runs at its own rate alone while they
+  // leave it that much, else at what they leave, until its bytes are through. end_s exactly when
+  // nothing slows it.
+  double memory_shared_end_s(int p, int r, double ready_s, double end_s, double bytes) {
+    const double alone_s = end_s - ready_s;
+    if (!(bytes > 0) || !(alone_s > 0)) return end_s;
+    const double own_Bps = bytes / alone_s, path = path_Bps(r);
+    double used_Bps = 0;
+    std::vector<std::pair<double, double>> changes;  // (time, change of the others' rate)
+    for (const MemoryUse& u : memory_[p]) {
+      if (u.end_s <= ready_s) continue;
+      if (u.start_s <= ready_s) used_Bps += u.rate_Bps;
+      else changes.emplace_back(u.start_s, u.rate_Bps);
+      changes.emplace_back(u.end_s, -u.rate_Bps);
+    }
+    std::sort(changes.begin(), changes.end());
+    double t = ready_s, left = bytes;
+    bool slowed = false;
+    for (size_t i = 0;; ++i) {
+      const double free_Bps = std::max(0.0, path - used_Bps);
+      const double rate = std::min(own_Bps, free_Bps);
+      if (rate < own_Bps * (1 - 1e-12)) slowed = true;  // not by rounding of the others' rates
+      const double next = i < changes.size() ? changes[i].first : std::numeric_limits<double>::infinity();
+      if (rate > 0 && t + left / rate <= next) {
+        t += left / rate;
+        break;
+      }
+      if (i == changes.size()) break;  // cannot happen: the others' rate is 0 after their last end
+      left -= rate * (next - t);
+      t = next;
+      used_Bps += changes[i].second;
+    }
+    const double end = slowed ? std::max(t, end_s) : end_s;
+    memory_[p].push_back(MemoryUse{ready_s, end, bytes / (end - ready_s)});
+    return end;
+  }
+
+  struct MemoryUse {
+    double start_s, end_s, rate_Bps;
+  };
   const Workload& w_;
+  const Network& net_;
   const CostModel& cost_;
   AlphaBetaCosts costs_;
+  const int memory_kind_;  // Network::memory_path_kind, -1: none
   std::vector<int> rep_;
   std::vector<std::vector<OpTiming>> timing_;
+  std::vector<std::vector<MemoryUse>> memory_;  // per program: the ops timed on its memory path
   std::map<std::pair<int, long>, double> sent_;  // (program, tag) -> arrival
 };
 

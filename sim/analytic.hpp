@@ -9,7 +9,17 @@
 //  * a send: the path's latency plus bytes over its narrowest link; a receive: until the
 //    matching send (same tag, from the member at -offset, whose program is replayed too) is done.
 // No two flows contend for a link and shared links are not divided among the ranks that use
-// them: the estimate is a lower bound of the simulated step on congested networks.
+// them: the estimate is a lower bound of the simulated step on congested networks. One link is
+// shared: where the network names a node's memory path (Network::memory_path_kind, the Sunway's NoC),
+// the representative's compute ops (memory_path_bytes) and collectives (twice the bytes it sends:
+// out and in, at most its time at the path's bandwidth) take its bandwidth in the order they are
+// timed; an op that overlaps ones timed before it gets what they leave (at most its own rate alone)
+// and ends when its bytes are through. Two ops that start together thus end, the later of them, when
+// both ops' bytes are through the path, as under the replay's max-min sharing
+// (Replay::start_memory_stream); alone an op lasts its cost. Point-to-point sends (pipeline stages)
+// do not take the path here: the formula tier (models/plan_formula.hpp), which must equal this
+// estimate on the plans it covers, has no memory path, and on those plans no collective overlaps a
+// compute op of its rank (the gradient reduction follows the stage's backward, the update follows it).
 #pragma once
 #include <map>
 #include <string>
@@ -42,6 +52,9 @@ class AlphaBetaCosts {
   double send_end_s(double ready_s, double bytes, int from, int to);
   double send_s(double bytes, int from, int to) { return send_end_s(0, bytes, from, to); }
   const GroupTable& table(const std::string& role) const;
+  // The bytes member `rank` of collective `c` sends over the whole collective, on the wire (its
+  // schedule's sends, whose bytes carry the protocol's wire factor); 0 for a group of one.
+  double member_sent_bytes(const CollectiveWork& c, int rank);
 
  private:
   struct PathCost {
@@ -62,6 +75,7 @@ class AlphaBetaCosts {
   const Workload& w_;
   const Network& net_;
   std::map<std::pair<int, int>, PathCost> paths_;
+  std::map<std::tuple<const GroupTable*, int, CollectiveKind, CollectiveAlgorithm, double, int>, double> sent_bytes_;
   std::map<std::tuple<const GroupTable*, int, double, double>, PathCost> ring_costs_;
   std::map<std::tuple<const GroupTable*, int, CollectiveKind, CollectiveAlgorithm, double, double>, std::vector<PathCost>>
       step_costs_;

@@ -48,6 +48,17 @@ struct ComputeWork {
   KernelClass kernel_class() const { return exasim::kernel_class(kernel); }
 };
 
+// The bytes compute op `c`, lasting `seconds`, moves through its node's memory path of `path_Bps`
+// (Network::memory_path_kind) beside its execution: what it reads and writes (ComputeWork::bytes), at
+// most its seconds at the path's bandwidth; an optimizer update streams at that bandwidth for all of
+// its seconds (the device's optimizer bandwidth counts the fused update's bytes, fewer than its passes
+// move: sw26010-pro, 28 of 84 bytes a parameter). The replay (Replay::memory_stream_bytes) and the
+// analytic estimate (sim/analytic.cpp) both take it.
+inline double memory_path_bytes(const ComputeWork& c, double seconds, double path_Bps) {
+  const double full = seconds * path_Bps;
+  return c.kernel_class() == KernelClass::optimizer_update ? full : (c.bytes < full ? c.bytes : full);
+}
+
 struct CollectiveWork {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;

@@ -86,13 +86,10 @@ void Replay::merge_compute_runs(ProgramInfo& p) {
   }
 }
 
-// The bytes a compute op moves through its node's memory path, beside its execution: what it reads
-// and writes (ComputeWork::bytes), at most its seconds at the path's bandwidth; an optimizer update
-// streams at that bandwidth for all of its seconds (the device's optimizer bandwidth counts the
-// fused update's bytes, fewer than its passes move: sw26010-pro, 28 of 84 bytes a parameter).
+// The bytes a compute op moves through its node's memory path, beside its execution
+// (memory_path_bytes, sim/step_graph.hpp).
 double Replay::memory_stream_bytes(const ComputeWork& c, double seconds) const {
-  const double full = seconds * net_.link_kinds().at(net_.memory_path_kind()).bandwidth_Bps;
-  return c.kernel_class() == KernelClass::optimizer_update ? full : std::min(c.bytes, full);
+  return memory_path_bytes(c, seconds, net_.link_kinds().at(net_.memory_path_kind()).bandwidth_Bps);
 }
 
 void Replay::prepare_program(int index) {

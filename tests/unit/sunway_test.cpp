@@ -380,3 +380,39 @@ TEST_CASE("sunway sim: an update's memory traffic shares the node's NoC with a r
 TEST_CASE("sunway sim: an update's memory traffic shares the node's NoC with a ring beside it (folded)") {
   check_memory_path_shared(Fidelity::folded);
 }
+
+// The analytic estimate's memory path: the same two ranks, update and ring as above. The estimate
+// gives a flow its path's narrowest link alone (the ring's send and receive do not divide the noc),
+// so the ring alone lasts 2 x (S / 2) / noc = t / 2 and moves (t / 2) x noc of its 2 S bytes' demand
+// through the path. Beside the update, whichever is timed first keeps its rate and the other gets
+// what it leaves: both orders end at (A + (t / 2) noc) / noc = 1.5 t, the bytes through one path.
+// One after the other (a dependency) nothing overlaps: t + t / 2 exactly, as before.
+TEST_CASE("sunway analytic: an update's memory traffic shares the node's NoC with a ring beside it") {
+  MachineSpec m = small_machine();
+  m.node_injection_Bps = 100 * kNoc;
+  m.link_latency_s = 0;
+  const SunwayNetwork net(m, Precision::fp32);
+  const RooflineCostModel cost = cost_model_of(m);
+  const ComputeWork update{Kernel::adam, Precision::fp32, 12 * 1e8, 28 * 1e8, {}};
+  const double t = cost.compute_time_s(update), S = t * kNoc / 2;
+  REQUIRE(t > 0);
+  const Op upd{"update", "adam", Phase::optimizer, update};
+  const Op ring{"ar", "ar", Phase::optimizer,
+                CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "pair", S}};
+  for (int order = 0; order < 3; ++order) {
+    Workload w;
+    w.rank_count = 2;
+    w.node_of_rank = {1, 2};
+    w.class_of_rank = {0, 0};
+    GroupTable g;
+    g.members = {{0, 1}};
+    g.index(2);
+    w.groups["pair"] = g;
+    const auto first = add_op(w.programs[0], order == 1 ? ring : upd, {});
+    if (order == 2) add_op(w.programs[0], ring, {first});
+    else add_op(w.programs[0], order == 1 ? upd : ring, {});
+    const SimResult res = estimate_step(w, net, cost);
+    INFO("order ", order, ": estimated ", res.step_time_s, " s, update alone ", t, " s");
+    CHECK(res.step_time_s == doctest::Approx(1.5 * t).epsilon(1e-9));
+  }
+}
