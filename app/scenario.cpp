@@ -1085,6 +1085,25 @@ std::vector<ParallelDim> read_placement(const Reader& r, const json& list, const
   return placement;
 }
 
+// The data-parallel size: /plan/data_parallel, or what /plan/devices leaves after the tensor, pipeline and
+// context sizes (already read into s).
+int read_data_parallel(const Reader& r, const json& p, const std::string& path, const ParallelPlan& s) {
+  const json* devices = Reader::find(p, "devices");
+  const json* data = Reader::find(p, "data_parallel");
+  if (devices && data) r.fail(child(path, "devices"), "either devices or data_parallel, not both");
+  if (devices) {
+    const int n = r.integer(*devices, child(path, "devices"));
+    // Checked: three 32-bit sizes can overflow 64 bits.
+    const std::optional<std::int64_t> tp = checked_product({s.tensor, s.pipeline, s.context});
+    if (!tp || n % *tp != 0)
+      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel x context_parallel (" +
+                                         (tp ? std::to_string(*tp) : std::string("more than 2^63")) + "), got " +
+                                         std::to_string(n));
+    return static_cast<int>(n / *tp);
+  }
+  return r.optional_int(p, path, "data_parallel", 1);
+}
+
 ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   const std::string path = "/plan";
   const json& p = r.require(root, "", "plan", "a plan object");
@@ -1117,22 +1136,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
                         std::optional(s.virtual_stages > 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b));
   s.pipeline_engine = r.choice(p, path, "pipeline_engine", {PipelineEngine::megatron, PipelineEngine::deepspeed},
                                std::optional(PipelineEngine::megatron));
-  // "devices" alone: the data-parallel size is what the tensor and pipeline sizes leave.
-  const json* devices = Reader::find(p, "devices");
-  const json* data = Reader::find(p, "data_parallel");
-  if (devices && data) r.fail(child(path, "devices"), "either devices or data_parallel, not both");
-  if (devices) {
-    const int n = r.integer(*devices, child(path, "devices"));
-    // Checked: three 32-bit sizes can overflow 64 bits.
-    const std::optional<std::int64_t> tp = checked_product({s.tensor, s.pipeline, s.context});
-    if (!tp || n % *tp != 0)
-      r.fail(child(path, "devices"), "expected a multiple of tensor_parallel x pipeline_parallel x context_parallel (" +
-                                         (tp ? std::to_string(*tp) : std::string("more than 2^63")) + "), got " +
-                                         std::to_string(n));
-    s.data = static_cast<int>(n / *tp);
-  } else {
-    s.data = r.optional_int(p, path, "data_parallel", 1);
-  }
+  s.data = read_data_parallel(r, p, path, s);
   s.expert = r.optional_int(p, path, "expert_parallel", 1);
   if (const json* z = Reader::find(p, "zero_stage")) {
     const double v = r.number(*z, child(path, "zero_stage"), NumKind::non_negative);
