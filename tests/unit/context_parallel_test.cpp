@@ -16,6 +16,7 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "tests/unit/ideal_machine.hpp"
+#include "tests/unit/step_graph_count.hpp"
 
 using namespace exasim;
 
@@ -129,16 +130,7 @@ TEST_CASE("ring attention: c - 1 key/value hops forward, c - 1 and c gradient ho
   CHECK(halves == 2 * (3 + 3));
 }
 
-std::map<std::string, std::pair<int, double>> collectives(const StepGraph& g) {
-  std::map<std::string, std::pair<int, double>> seen;  // label -> (count, bytes of each)
-  for (auto v : boost::make_iterator_range(boost::vertices(g)))
-    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
-      auto& [n, bytes] = seen[g[v].label];
-      ++n;
-      bytes = c->bytes;
-    }
-  return seen;
-}
+test::CollectivesByLabel collectives(const StepGraph& g) { return test::collectives_by_label(g); }
 
 TEST_CASE("all-gather context parallelism (Llama 3): one gather forward, one gather and one reduce-scatter backward") {
   // s 1024 over c 4: chunks of s/2c = 128 tokens, a device's K and V 2 x 256 x 2 x 64 x 2 = 131,072

@@ -13,6 +13,7 @@
 #include "models/memory_model.hpp"
 #include "models/tensor_parallel.hpp"
 #include "models/transformer.hpp"
+#include "tests/unit/step_graph_count.hpp"
 
 using namespace exasim;
 
@@ -46,17 +47,8 @@ ParallelPlan tensor_plan(int t, Recompute r, bool sp) {
   return x;
 }
 
-using Seen = std::map<std::string, std::pair<int, double>>;  // label -> (count, bytes of each)
-Seen tensor_collectives(const StepGraph& g) {
-  Seen seen;
-  for (auto v : boost::make_iterator_range(boost::vertices(g)))
-    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
-      auto& [n, bytes] = seen[g[v].label];
-      ++n;
-      bytes = c->bytes;
-    }
-  return seen;
-}
+using Seen = test::CollectivesByLabel;
+Seen tensor_collectives(const StepGraph& g) { return test::collectives_by_label(g); }
 
 }  // namespace
 

@@ -338,6 +338,19 @@ TEST_CASE("sunway sim: a direct all_to_all's eager messages pay the sender's cop
   check_direct_all_to_all_eager(nullptr, 12288);
 }
 
+// Two ranks of one class on nodes 1 and 2 (one supernode) and their group "pair", no ops yet.
+Workload two_rank_pair() {
+  Workload w;
+  w.rank_count = 2;
+  w.node_of_rank = {1, 2};
+  w.class_of_rank = {0, 0};
+  GroupTable g;
+  g.members = {{0, 1}};
+  g.index(2);
+  w.groups["pair"] = g;
+  return w;
+}
+
 // The SW26010-Pro's CPE DMA and the NIC's share the node's memory path (the noc link): a compute
 // op's memory traffic crosses it beside its execution (Replay::start_memory_stream). Two ranks in
 // one supernode, NICs far faster than the NoC, latency 0; each runs an Adam update of t seconds
@@ -355,14 +368,7 @@ void check_memory_path_shared(Fidelity f) {
   const ComputeWork update{Kernel::adam, Precision::fp32, 12 * 1e8, 28 * 1e8, {}};
   const double t = cost.compute_time_s(update), A = t * kNoc, S = A / 2;
   REQUIRE(t > 0);
-  Workload w;
-  w.rank_count = 2;
-  w.node_of_rank = {1, 2};
-  w.class_of_rank = {0, 0};
-  GroupTable g;
-  g.members = {{0, 1}};
-  g.index(2);
-  w.groups["pair"] = g;
+  Workload w = two_rank_pair();
   add_op(w.programs[0], Op{"update", "adam", Phase::optimizer, update}, {});
   add_op(w.programs[0],
          Op{"ar", "ar", Phase::optimizer, CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "pair", S}},
@@ -400,14 +406,7 @@ TEST_CASE("sunway analytic: an update's memory traffic shares the node's NoC wit
   const Op ring{"ar", "ar", Phase::optimizer,
                 CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "pair", S}};
   for (int order = 0; order < 3; ++order) {
-    Workload w;
-    w.rank_count = 2;
-    w.node_of_rank = {1, 2};
-    w.class_of_rank = {0, 0};
-    GroupTable g;
-    g.members = {{0, 1}};
-    g.index(2);
-    w.groups["pair"] = g;
+    Workload w = two_rank_pair();
     const auto first = add_op(w.programs[0], order == 1 ? ring : upd, {});
     if (order == 2) add_op(w.programs[0], ring, {first});
     else add_op(w.programs[0], order == 1 ? upd : ring, {});
