@@ -52,16 +52,7 @@ ParallelPlan ring(int tensor, int context, int data) {
   return p;
 }
 
-std::map<std::string, std::pair<int, double>> transfers(const StepGraph& g) {
-  std::map<std::string, std::pair<int, double>> seen;  // label -> (count, bytes of each)
-  for (auto v : boost::make_iterator_range(boost::vertices(g)))
-    if (const auto* t = std::get_if<TransferWork>(&g[v].work)) {
-      auto& [n, bytes] = seen[g[v].label];
-      ++n;
-      bytes = t->bytes;
-    }
-  return seen;
-}
+test::CollectivesByLabel transfers(const StepGraph& g) { return test::works_by_label<TransferWork>(g); }
 
 // Rank 0's wait before each forward ring block i > 0: when block i's kernel became ready minus
 // when block i-1's ended (0 when the exchange hid under the block before it).

@@ -14,15 +14,19 @@ namespace exasim::test {
 
 using CollectivesByLabel = std::map<std::string, std::pair<int, double>>;  // label -> (count, bytes of each)
 
-inline CollectivesByLabel collectives_by_label(const StepGraph& g) {
+// Any kind of work (CollectiveWork, TransferWork) counted by label, with the bytes of each.
+template <class Work>
+CollectivesByLabel works_by_label(const StepGraph& g) {
   CollectivesByLabel seen;
   for (auto v : boost::make_iterator_range(boost::vertices(g)))
-    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work)) {
+    if (const auto* w = std::get_if<Work>(&g[v].work)) {
       auto& [n, bytes] = seen[g[v].label];
       ++n;
-      bytes = c->bytes;
+      bytes = w->bytes;
     }
   return seen;
 }
+
+inline CollectivesByLabel collectives_by_label(const StepGraph& g) { return works_by_label<CollectiveWork>(g); }
 
 }  // namespace exasim::test
