@@ -106,6 +106,19 @@ std::shared_ptr<const HostEfficiency> kernel_efficiency_for(const MachineSpec& m
   return source;
 }
 
+// The device the scenario's kernels are costed on: its machine's, with the fused attention kernel
+// the plan names (plan.attention_kernel: one of the device file's published tables).
+DeviceProfile scenario_device_profile(const Scenario& sc) {
+  DeviceProfile d = device_profile_of(sc.machine);
+  if (!sc.parallel.attention_kernel.empty()) {
+    const auto it = sc.machine.attention_kernels.find(sc.parallel.attention_kernel);
+    if (it == sc.machine.attention_kernels.end())  // the plan rules refuse it first
+      throw ScenarioError(sc.file, "/plan/attention_kernel", "expected one of the device file's flash_attention_kernels");
+    d.attention_kernel = it->second;
+  }
+  return d;
+}
+
 void check_host_precisions(const Scenario& sc, const HostEfficiency& host) {
   std::vector<Precision> used{Precision::fp32};
   if (sc.training.precision != PrecisionPolicy::fp32) used.push_back(Precision::fp16);
@@ -306,7 +319,7 @@ Prediction predict(const Scenario& sc, const PredictOptions& o) {
     throw ScenarioError(sc.file, "/machine", e.what());
   }
   const Network& net = *network;
-  const ProfileCostModel cost(device_profile_of(m), efficiency);
+  const ProfileCostModel cost(scenario_device_profile(sc), efficiency);
   p.cost_model = cost.describe();
   if (sc.model.is_convnet()) {
     build_convnet(sc, p);
@@ -949,7 +962,9 @@ Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc, s
   check_host_precisions(sc, *kernel_efficiency_for(sc.machine, host_));
   does_not_fit = does_not_fit_before_building(sc);
   if (!does_not_fit.empty()) return Prediction{};
-  const std::string machine_key = doc.contains("machine") ? doc["machine"].dump() : sc.machine.name;
+  // The plan's attention kernel is costed by the device profile: one cost model per machine and kernel.
+  const std::string machine_key =
+      (doc.contains("machine") ? doc["machine"].dump() : sc.machine.name) + "|" + sc.parallel.attention_kernel;
   std::shared_ptr<MachineCosts>& mc = machines_[machine_key];
   if (!mc) {
     mc = std::make_shared<MachineCosts>();
@@ -958,7 +973,7 @@ Prediction FormulaTier::predict(const Scenario& sc, const nlohmann::json& doc, s
     } catch (const std::invalid_argument& e) {
       throw ScenarioError(sc.file, "/machine", e.what());
     }
-    mc->cost = std::make_unique<ProfileCostModel>(device_profile_of(sc.machine), kernel_efficiency_for(sc.machine, host_));
+    mc->cost = std::make_unique<ProfileCostModel>(scenario_device_profile(sc), kernel_efficiency_for(sc.machine, host_));
     const MachineSpec machine = sc.machine;
     const Network* net = mc->network.get();
     mc->formula = std::make_unique<PlanFormula>(

@@ -596,6 +596,55 @@ void read_kernel_profile(const Reader& r, const json& d, const std::string& path
   }
 }
 
+// One of the device's published fused attention kernels: {source, head_dim, seq, and a rate list per
+// pass and mask}, each list one flop/s a sequence length (ascending); a list plain or annotated whole.
+AttentionKernelTable read_attention_kernel(const Reader& r, const json& t, const std::string& p, const std::string& name) {
+  r.require_object(t, p, "an attention kernel's rates {source, head_dim, seq, forward_flops_per_s, ...}");
+  r.check_keys(t, p, {"source", "head_dim", "seq", "forward_flops_per_s", "forward_causal_flops_per_s",
+                      "backward_flops_per_s", "backward_causal_flops_per_s"});
+  r.required_string(t, p, "source");
+  AttentionKernelTable k;
+  k.name = name;
+  k.head_dim = r.required_int(t, p, "head_dim");
+  const auto list = [&](const std::string& key) {
+    std::string lp = child(p, key);
+    const json* l = &r.require(t, p, key, "an array of numbers, one a sequence length");
+    if (l->is_object()) {  // the whole list annotated
+      l = &r.annotated(*l, lp, "an array of numbers, one a sequence length");
+      lp = child(lp, "value");
+    }
+    const json& a = *l;
+    if (!a.is_array() || a.empty()) r.fail(lp, "expected a non-empty array, got " + describe(a));
+    std::vector<double> v;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string ip = child(lp, std::to_string(i));
+      v.push_back(key == "seq" ? r.number(a[i], ip, NumKind::positive_int) : r.ranged(a[i], ip, kDeviceFlopRateRange));
+      if (key == "seq" && i > 0 && !(v[i] > v[i - 1])) r.fail(ip, "expected sequence lengths in ascending order");
+      if (key != "seq" && i >= k.seq.size()) r.fail(lp, fmt::format("expected {} rates, one a sequence length", k.seq.size()));
+    }
+    if (key != "seq" && v.size() != k.seq.size())
+      r.fail(lp, fmt::format("expected {} rates, one a sequence length, got {}", k.seq.size(), v.size()));
+    return v;
+  };
+  k.seq = list("seq");
+  k.forward_flops_per_s = list("forward_flops_per_s");
+  k.forward_causal_flops_per_s = list("forward_causal_flops_per_s");
+  k.backward_flops_per_s = list("backward_flops_per_s");
+  k.backward_causal_flops_per_s = list("backward_causal_flops_per_s");
+  return k;
+}
+
+// "flash_attention_kernels": name -> the published rates of a fused attention kernel on the device.
+void read_attention_kernels(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
+  const json* k = Reader::find(d, "flash_attention_kernels");
+  if (!k) return;
+  const std::string p = child(path, "flash_attention_kernels");
+  r.require_object(*k, p, "an object of attention kernels (name -> rates)");
+  if (k->empty()) r.fail(p, "expected at least one attention kernel");
+  for (const auto& item : k->items())
+    s.attention_kernels[item.key()] = read_attention_kernel(r, item.value(), child(p, item.key()), item.key());
+}
+
 // A device: one node's compute and memory (topologies/devices/*.json).
 void read_device_object(const Reader& r, const json& d, const std::string& path, MachineSpec& s) {
   r.require_object(d, path, "a device object");
@@ -603,7 +652,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
                {"name", "description", "peak_flops_per_s", "gemm_efficiency", "flash_attention_efficiency",
                  "half_gemm_ridge_scaled", "memory_bandwidth_Bps", "optimizer_memory_bandwidth_Bps", "memory_bytes",
                  "cores_per_device", "compiler", "streaming_multiprocessors", "special_function_ops_per_s", "vector_unit_ops_per_s", "matrix_unit",
-                 "memory_tile", "kernel_profile", "sources"});
+                 "memory_tile", "kernel_profile", "flash_attention_kernels", "sources"});
   s.device_name = r.required_string(d, path, "name");
   r.optional_string(d, path, "description");
   s.peak_flops_per_s = read_precision_map(r, d, path, "peak_flops_per_s", NumKind::positive, &kDeviceFlopRateRange);
@@ -626,6 +675,7 @@ void read_device_object(const Reader& r, const json& d, const std::string& path,
   read_matrix_unit(r, d, path, s);
   read_memory_tile(r, d, path, s);
   read_kernel_profile(r, d, path, s);
+  read_attention_kernels(r, d, path, s);
   read_sources(r, d, path);
 }
 
@@ -1013,6 +1063,7 @@ PlanMachine plan_machine(const MachineSpec& mc) {
   pm.fp8_gemm = mc.gemm_efficiency.count(Precision::fp8) > 0;
   pm.flash_fp32 = mc.flash_attention_efficiency.count(Precision::fp32) > 0;
   pm.flash_fp16 = mc.flash_attention_efficiency.count(Precision::fp16) > 0;
+  for (const auto& [name, k] : mc.attention_kernels) pm.attention_kernel_head_dims[name] = k.head_dim;
   pm.host_offload = mc.host_link_Bps > 0 && mc.host_memory_Bps > 0;
   pm.cores_per_device = mc.cores_per_device;
   pm.streaming_multiprocessors = mc.streaming_multiprocessors;
@@ -1104,6 +1155,19 @@ int read_data_parallel(const Reader& r, const json& p, const std::string& path, 
   return r.optional_int(p, path, "data_parallel", 1);
 }
 
+// plan.attention_kernel: one of the device file's flash_attention_kernels by name, plain or annotated
+// ("" when absent: the device's own FlashAttention costing); models/plan_rules.cpp checks the name.
+std::string read_attention_kernel_name(const Reader& r, const json& p, const std::string& path) {
+  const json* v = Reader::find(p, "attention_kernel");
+  if (!v) return "";
+  std::string vpath = child(path, "attention_kernel");
+  if (v->is_object()) {
+    v = &r.annotated(*v, vpath, "the name of one of the device file's flash_attention_kernels");
+    vpath = child(vpath, "value");
+  }
+  return r.string_value(*v, vpath, true);
+}
+
 ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   const std::string path = "/plan";
   const json& p = r.require(root, "", "plan", "a plan object");
@@ -1111,7 +1175,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
   r.check_keys(p, path,
                {"devices", "data_parallel", "tensor_parallel", "tensor_mode", "tensor_depth", "pipeline_parallel", "schedule",
                 "virtual_stages", "pipeline_engine", "expert_parallel", "zero_stage", "distributed_optimizer", "paro", "recompute",
-                 "sequence_parallel", "tp_comm_overlap", "attention", "context_parallel", "context_parallel_algorithm",
+                 "sequence_parallel", "tp_comm_overlap", "attention", "attention_kernel", "context_parallel", "context_parallel_algorithm",
                  "prefetch_parameters",
                  "reduce_scatter_per_micro_batch", "grad_reduce_in_fp32", "offload_optimizer", "micro_batch", "global_batch", "placement", "slice"});
   ParallelPlan s;
@@ -1162,6 +1226,7 @@ ParallelPlan read_parallel_plan(const Reader& r, const json& root) {
                          std::optional(Recompute::none));
   s.attention = r.choice(p, path, "attention", {ParallelPlan::Attention::standard, ParallelPlan::Attention::flash},
                          std::optional(ParallelPlan::Attention::standard));
+  s.attention_kernel = read_attention_kernel_name(r, p, path);
   if (Reader::find(p, "sequence_parallel")) s.sequence_parallel = r.required_annotated_bool(p, path, "sequence_parallel");
   if (Reader::find(p, "tp_comm_overlap")) s.tp_comm_overlap = r.required_annotated_bool(p, path, "tp_comm_overlap");
   if (Reader::find(p, "offload_optimizer")) s.offload_optimizer = r.required_annotated_bool(p, path, "offload_optimizer");

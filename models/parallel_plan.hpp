@@ -113,6 +113,10 @@ struct ParallelPlan {
   // kernel, FlashAttention, scores never in memory).
   enum class Attention { standard, flash };
   Attention attention = Attention::standard;
+  // The fused attention kernel the run calls, by the name of one of the device file's published
+  // tables (flash_attention_kernels: FlashAttention-2, -3); "": the device's own FlashAttention
+  // costing (its best case and measured profile). Only with attention flash.
+  std::string attention_kernel;
   bool offload_optimizer = false;  // optimizer state and update in host memory (M6-10T)
   // Context parallelism (ring attention, Megatron-Core / Transformer Engine, Llama 3 section
   // 3.3.2): each sequence is split over `context` devices; each holds 2 of its 2c chunks (chunk i

@@ -143,6 +143,31 @@ Problem context_parallel_problem(const ModelSpec& m, const TrainingSpec& t, cons
   return std::nullopt;
 }
 
+// plan.attention_kernel: a published FlashAttention kernel of the device file, at the model's head
+// dimension, in 16-bit training (the tables' rates are 16-bit), with attention "flash".
+Problem attention_kernel_problem(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p,
+                                 const PlanMachine* mc) {
+  if (p.attention_kernel.empty()) return std::nullopt;
+  const std::string at = "/plan/attention_kernel";
+  if (p.attention != ParallelPlan::Attention::flash)
+    return problem(at, "expected no attention_kernel, or \"attention\": \"flash\": the kernels are FlashAttention's");
+  if (!mc) return std::nullopt;
+  const auto it = mc->attention_kernel_head_dims.find(p.attention_kernel);
+  if (it == mc->attention_kernel_head_dims.end()) {
+    std::string names;
+    for (const auto& [name, dh] : mc->attention_kernel_head_dims) names += (names.empty() ? "" : ", ") + quoted(name);
+    return problem(at, "expected one of the flash_attention_kernels of device " + quoted(mc->device_name) + " (" +
+                           (names.empty() ? std::string("it gives none") : names) + "), got " + quoted(p.attention_kernel));
+  }
+  if (t.precision == PrecisionPolicy::fp32)
+    return problem(at, "expected no attention_kernel under precision \"fp32\": the published rates are 16-bit");
+  if (m.heads <= 0 || m.d_model % m.heads != 0 || m.d_model / m.heads != it->second)
+    return problem(at, "expected a kernel measured at the model's head dimension (d_model / heads = " +
+                           num(m.heads > 0 ? m.d_model / m.heads : 0) + "): " + quoted(p.attention_kernel) +
+                           "'s rates are at head dimension " + num(it->second));
+  return std::nullopt;
+}
+
 // Tensor-parallel communication overlap pipelines the all-gathers and reduce-scatters that sequence
 // parallelism puts around the linears of a 1-D tensor group: without them there is nothing to overlap.
 Problem tp_comm_overlap_problem(const ParallelPlan& p) {
@@ -392,6 +417,7 @@ std::optional<PlanProblem> general_plan_problem(const ModelSpec& m, const Traini
                                                 const PlanMachine* machine) {
   if (auto bad = general_model_problem(m, p)) return bad;
   if (auto bad = general_precision_problem(m, t, p, machine)) return bad;
+  if (auto bad = attention_kernel_problem(m, t, p, machine)) return bad;
   // Adafactor's row and column means over a sharded update would need reductions of their own (not
   // modelled): refused rather than costed as if unsharded. LAMB's per-tensor norms over a sharded
   // update are all-reduced (models/transformer.cpp optimizer_step); neither runs on the host.

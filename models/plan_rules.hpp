@@ -7,6 +7,7 @@
 // divide by what an earlier one checked. A new plan key's rule goes here (CONTRIBUTING.md).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,7 @@ struct PlanMachine {
   bool fp16_peak = false, fp16_gemm = false;    // peak_flops_per_s.fp16, gemm_efficiency.fp16
   bool fp8_peak = false, fp8_gemm = false;      // peak_flops_per_s.fp8, gemm_efficiency.fp8
   bool flash_fp32 = false, flash_fp16 = false;  // flash_attention_efficiency per precision
+  std::map<std::string, int> attention_kernel_head_dims;  // flash_attention_kernels: name -> head dimension
   bool host_offload = false;                    // host_link_Bps and host_memory_Bps given
   int cores_per_device = 1;
   int streaming_multiprocessors = 0;            // a GPU's SMs (0: the device file gives none)

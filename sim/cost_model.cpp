@@ -72,7 +72,30 @@ ComputeWork DeviceProfile::beside_communication(const ComputeWork& w, int sms) c
   return out;
 }
 
+double AttentionKernelTable::rate_flops_per_s(double tokens, bool causal, bool backward) const {
+  const std::vector<double>& r = backward ? (causal ? backward_causal_flops_per_s : backward_flops_per_s)
+                                          : (causal ? forward_causal_flops_per_s : forward_flops_per_s);
+  if (seq.empty() || r.size() != seq.size())
+    throw std::invalid_argument("attention kernel '" + name + "': expected one rate per sequence length");
+  if (tokens <= seq.front()) return r.front();
+  if (tokens >= seq.back()) return r.back();
+  size_t i = 1;
+  while (seq[i] < tokens) ++i;
+  const double f = std::log2(tokens / seq[i - 1]) / std::log2(seq[i] / seq[i - 1]);
+  return r[i - 1] + f * (r[i] - r[i - 1]);
+}
+
 double DeviceProfile::fused_attention_time_s(const ComputeWork& w, double relative_efficiency) const {
+  if (attention_kernel) {
+    const AttentionKernelTable& k = *attention_kernel;
+    const std::int64_t passes = w.shape.dims[2];
+    if (w.shape.dims[1] != k.head_dim || (passes != 2 && passes != 5) || w.precision != Precision::fp16)
+      throw std::invalid_argument("device '" + name + "': attention kernel '" + k.name + "' gives 16-bit rates at head dimension " +
+                                  std::to_string(k.head_dim) + ", forward (2 passes) and backward (5), not " +
+                                  describe(w.kernel, w.shape) + " in " + to_string(w.precision));
+    const double rate = k.rate_flops_per_s(double(w.shape.dims[0]), w.kernel == Kernel::flash_attention_causal, passes == 5);
+    return std::max(w.flops / rate, w.bytes / memory_bandwidth_Bps);
+  }
   return std::max(w.flops / (peak_flops_s(w.precision) * flash_attention_efficiency_at(w.precision) * relative_efficiency),
                   w.bytes / memory_bandwidth_Bps);
 }

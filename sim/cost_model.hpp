@@ -2,7 +2,9 @@
 // answer is found; this one is a roofline with a per-kernel-class efficiency.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/step_graph.hpp"
 
@@ -21,6 +23,23 @@ class CostModel {
     return compute_time_s(w);
   }
   virtual std::string describe() const = 0;
+};
+
+// A fused attention kernel's published rates on a device (a device file's flash_attention_kernels
+// entry, chosen by the plan's attention_kernel): the flop/s its benchmark measured at each sequence
+// length, forward and backward, full and causal masks, at one head dimension, 16-bit. The flops are
+// the benchmark's (FlashAttention's: 4 s^2 d a (sequence, head) pair forward, 2.5 times that
+// backward, half of each under the causal mask), which are exasim's flash_attention and
+// flash_attention_causal counts at passes 2 and 5 (kernels/kernel_id.cpp).
+struct AttentionKernelTable {
+  std::string name;
+  int head_dim = 0;
+  std::vector<double> seq;  // ascending
+  std::vector<double> forward_flops_per_s, forward_causal_flops_per_s;
+  std::vector<double> backward_flops_per_s, backward_causal_flops_per_s;
+  // The rate at `tokens`: linear in log2(tokens) between the table's sequence lengths, the first or
+  // the last point's rate outside them.
+  double rate_flops_per_s(double tokens, bool causal, bool backward) const;
 };
 
 // A device (one node's worth of compute units) with its peaks and achieved efficiencies.
@@ -103,9 +122,15 @@ struct DeviceProfile {
   double gemm_efficiency_at(Precision p) const;
   // FlashAttention's best-case efficiency; throws naming the device when its file gives none.
   double flash_attention_efficiency_at(Precision p) const;
+  // The attention kernel the run calls, where the plan names one of the device file's published
+  // tables (plan.attention_kernel); none: the device's own best case and measured profile.
+  std::optional<AttentionKernelTable> attention_kernel;
   // The fused attention kernel's time: max(flops / (peak x its efficiency), bytes / bandwidth).
   // relative_efficiency: the kernel's efficiency at its shape relative to that best case (1 where
-  // only the best case is known), from a profile measured on the device.
+  // only the best case is known), from a profile measured on the device. With an attention_kernel,
+  // max(flops / its table's rate at the kernel's length, mask and pass, bytes / bandwidth), and
+  // relative_efficiency is not used; throws std::invalid_argument naming the device and the table
+  // for another head dimension, a pass other than forward (2) or backward (5), or not 16-bit.
   double fused_attention_time_s(const ComputeWork& w, double relative_efficiency = 1.0) const;
   // The bandwidth a class's bytes stream at: the optimizer's own, the host link's, the host
   // memory's, else the memory bandwidth. Throws std::invalid_argument naming the device when a

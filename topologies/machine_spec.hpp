@@ -115,6 +115,9 @@ struct MachineSpec {
   std::map<Precision, double> peak_flops_per_s;  // per device
   std::map<Precision, double> gemm_efficiency;
   std::map<Precision, double> flash_attention_efficiency;  // FlashAttention's best case (absent: none)
+  // The device file's flash_attention_kernels: published rates of named fused attention kernels on
+  // the device (FlashAttention-2, -3), one of which a plan may name (plan.attention_kernel).
+  std::map<std::string, AttentionKernelTable> attention_kernels;
   bool half_gemm_ridge_scaled = false;  // the device file's: DeviceProfile::half_gemm_host_shape
   // The device file's kernel_profile: the embedded kernel profile measured on the device itself
   // ("device-h100-sxm5-80gb": profiles/device-h100-sxm5-80gb.json), whose efficiency surfaces cost its
