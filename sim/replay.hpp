@@ -44,6 +44,7 @@ struct Task {
   int op = -1;         // compute: its op in the slot's program
   int16_t parts = 0;   // SimGrid activities still running for this task (-1: a flow's delay stage)
   Kind kind = join;
+  bool marked = false;  // communication kernels take or give back SMs when it is done (Replay::kernel_marks_)
 };
 static_assert(sizeof(Task) == 24, "Task is meant to stay 24 bytes");
 
@@ -205,6 +206,13 @@ struct SlotShare {
   simgrid::kernel::timer::Timer* timer = nullptr;  // its end
 };
 
+// A collective's kernel taking (sms > 0) or giving back (sms < 0) SMs on a slot when a task is done.
+struct KernelMark {
+  int task;
+  int slot;
+  int sms;
+};
+
 struct PendingSync {
   int start;
   const GroupTable* gt;
@@ -316,7 +324,9 @@ class Replay {
   void set_held_sms(int slot, int sms);
   bool shares_sms(const Task& task) const { return !slot_share_.empty() && prog(task.ref).kernels_hold_sms; }
   std::vector<SlotShare> slot_share_;  // per slot; empty: no collective's kernel holds SMs
-  std::unordered_map<int, std::vector<std::pair<int, int>>> kernel_marks_;  // task -> (slot, SMs taken or freed)
+  // Sorted by task, then slot; a marked task (Task::marked) finds its marks by binary search, so
+  // the other tasks' completions look nothing up.
+  std::vector<KernelMark> kernel_marks_;
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();

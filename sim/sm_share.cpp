@@ -38,24 +38,26 @@ void Replay::prepare_sm_share() {
     for (OpId v = 0; v < p.n_ops; ++v) {
       const auto* c = std::get_if<CollectiveWork>(&(*p.graph)[v].work);
       if (!c || c->kernel_sms <= 0) continue;
-      kernel_marks_[op_ready_[slot_base_[s] + v]].push_back({static_cast<int>(s), c->kernel_sms});
-      kernel_marks_[op_done_[slot_base_[s] + v]].push_back({static_cast<int>(s), -c->kernel_sms});
+      kernel_marks_.push_back({op_ready_[slot_base_[s] + v], static_cast<int>(s), c->kernel_sms});
+      kernel_marks_.push_back({op_done_[slot_base_[s] + v], static_cast<int>(s), -c->kernel_sms});
     }
   }
+  std::sort(kernel_marks_.begin(), kernel_marks_.end(), [](const KernelMark& a, const KernelMark& b) {
+    return a.task != b.task ? a.task < b.task : a.slot < b.slot;
+  });
+  for (const KernelMark& m : kernel_marks_) tasks_[m.task].marked = true;
   if (!kernel_marks_.empty()) slot_share_.assign(slots, SlotShare{});
 }
 
 // Task t is done: the SMs its marks hold or free, slot by slot (a task that both starts and ends
 // collectives on a slot changes it once, by the sum).
 void Replay::apply_kernel_marks(int t) {
-  auto it = kernel_marks_.find(t);
-  if (it == kernel_marks_.end()) return;
-  std::vector<std::pair<int, int>>& marks = it->second;
-  std::sort(marks.begin(), marks.end());
-  for (size_t i = 0; i < marks.size();) {
+  auto i = std::lower_bound(kernel_marks_.begin(), kernel_marks_.end(), t,
+                            [](const KernelMark& m, int task) { return m.task < task; });
+  while (i != kernel_marks_.end() && i->task == t) {
     int delta = 0;
-    const int slot = marks[i].first;
-    for (; i < marks.size() && marks[i].first == slot; ++i) delta += marks[i].second;
+    const int slot = i->slot;
+    for (; i != kernel_marks_.end() && i->task == t && i->slot == slot; ++i) delta += i->sms;
     if (delta != 0) set_held_sms(slot, slot_share_[slot].held_sms + delta);
   }
 }
