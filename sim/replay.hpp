@@ -73,6 +73,9 @@ struct ProgramInfo {
   std::map<std::pair<const GroupTable*, int>, OpId> collective_by_seq;  // (table, collective_seq) -> op
   bool compute_chain = false;         // see compute_ops_form_a_chain()
   bool kernels_hold_sms = false;      // some collective's kernel holds SMs (sim/sm_share.cpp)
+  // Where kernels hold SMs, per op: the SMs held its last cost beside them was computed for and
+  // that cost (Replay::compute_beside_s; 0 SMs: none yet). The same few shares recur op after op.
+  mutable std::vector<std::pair<int, double>> beside_s;
   // A compute chain's runs (see merge_compute_runs()): merged_next[u] is the compute op whose
   // work continues op u's in the same task (-1: none), merged[v] that v continues its predecessor's.
   std::vector<int> merged_next;

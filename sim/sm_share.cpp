@@ -42,6 +42,8 @@ void Replay::prepare_sm_share() {
       kernel_marks_.push_back({op_done_[slot_base_[s] + v], static_cast<int>(s), -c->kernel_sms});
     }
   }
+  for (ProgramInfo& p : programs_)
+    if (p.graph && p.kernels_hold_sms) p.beside_s.assign(p.n_ops, {0, 0.0});
   std::sort(kernel_marks_.begin(), kernel_marks_.end(), [](const KernelMark& a, const KernelMark& b) {
     return a.task != b.task ? a.task < b.task : a.slot < b.slot;
   });
@@ -65,8 +67,11 @@ void Replay::apply_kernel_marks(int t) {
 // A compute task's seconds on its slot's node beside `sms` held by communication kernels.
 double Replay::compute_beside_s(const Task& task, int sms) const {
   if (sms <= 0) return compute_s(task);
-  const ComputeWork& w = std::get<ComputeWork>((*prog(task.ref).graph)[task.op].work);
-  return cost_.compute_time_beside_s(w, sms) * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
+  const ProgramInfo& p = prog(task.ref);
+  std::pair<int, double>& known = p.beside_s[task.op];
+  if (known.first != sms)
+    known = {sms, cost_.compute_time_beside_s(std::get<ComputeWork>((*p.graph)[task.op].work), sms)};
+  return known.second * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
 }
 
 // A chain's compute task t, its rate set by the SMs held on its slot now and whenever they change.
