@@ -73,6 +73,7 @@ struct ProgramInfo {
   std::map<std::pair<const GroupTable*, int>, OpId> collective_by_seq;  // (table, collective_seq) -> op
   bool compute_chain = false;         // see compute_ops_form_a_chain()
   bool kernels_hold_sms = false;      // some collective's kernel holds SMs (sim/sm_share.cpp)
+  std::vector<std::pair<int, int>> sm_ops;  // those collectives: (op, its kernel's SMs), in op order
   // Where kernels hold SMs, per op: the SMs held its last cost beside them was computed for and
   // that cost (Replay::compute_beside_s; 0 SMs: none yet). The same few shares recur op after op.
   mutable std::vector<std::pair<int, double>> beside_s;
@@ -318,7 +319,6 @@ class Replay {
   }
 
   // --- communication kernels' SMs beside compute (sm_share.cpp)
-  static bool kernels_hold_sms(const StepGraph& g);
   void prepare_sm_share();
   void apply_kernel_marks(int t);
   double compute_beside_s(const Task& task, int sms) const;

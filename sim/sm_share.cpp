@@ -22,24 +22,15 @@ namespace sg4 = simgrid::s4u;
 
 namespace exasim::detail {
 
-bool Replay::kernels_hold_sms(const StepGraph& g) {
-  for (OpId v = 0; v < boost::num_vertices(g); ++v)
-    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work); c && c->kernel_sms > 0) return true;
-  return false;
-}
-
 // After build: each collective that holds SMs marks its ready task (+ its SMs on its slot) and its
 // done task (- them).
 void Replay::prepare_sm_share() {
   const size_t slots = fold_.slot_rank.size();
   for (size_t s = 0; s < slots; ++s) {
     const ProgramInfo& p = prog(static_cast<int>(s));
-    if (!p.kernels_hold_sms) continue;
-    for (OpId v = 0; v < p.n_ops; ++v) {
-      const auto* c = std::get_if<CollectiveWork>(&(*p.graph)[v].work);
-      if (!c || c->kernel_sms <= 0) continue;
-      kernel_marks_.push_back({op_ready_[slot_base_[s] + v], static_cast<int>(s), c->kernel_sms});
-      kernel_marks_.push_back({op_done_[slot_base_[s] + v], static_cast<int>(s), -c->kernel_sms});
+    for (const auto& [v, sms] : p.sm_ops) {  // (prepare_program listed them)
+      kernel_marks_.push_back({op_ready_[slot_base_[s] + v], static_cast<int>(s), sms});
+      kernel_marks_.push_back({op_done_[slot_base_[s] + v], static_cast<int>(s), -sms});
     }
   }
   for (ProgramInfo& p : programs_)
