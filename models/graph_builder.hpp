@@ -172,7 +172,9 @@ class GraphBuilder {
   }
   template <class Work>
   long add(std::string name, std::string label, Phase ph, Work w, const After& after) {
-    const OpId v = boost::add_vertex(Op{std::move(name), std::move(label), ph, std::move(w)}, g_);
+    // (boost's add_vertex(property) copies the op: a default vertex, then the op moved in)
+    const OpId v = boost::add_vertex(g_);
+    g_[v] = Op{std::move(name), std::move(label), ph, std::move(w)};
     for (const long d : after)
       if (d >= 0) boost::add_edge(static_cast<OpId>(d), v, g_);
     return static_cast<long>(v);

@@ -42,7 +42,7 @@ void Replay::release_run_state() {
   free_flows_ = std::vector<int>();
   recvs_ = std::vector<PendingRecv>();
   syncs_ = std::vector<PendingSync>();
-  kernel_marks_.clear();
+  kernel_marks_ = std::vector<KernelMark>();
   slot_share_ = std::vector<SlotShare>();
 }
 

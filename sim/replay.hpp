@@ -44,6 +44,7 @@ struct Task {
   int op = -1;         // compute: its op in the slot's program
   int16_t parts = 0;   // SimGrid activities still running for this task (-1: a flow's delay stage)
   Kind kind = join;
+  bool marked = false;  // communication kernels take or give back SMs when it is done (Replay::kernel_marks_)
 };
 static_assert(sizeof(Task) == 24, "Task is meant to stay 24 bytes");
 
@@ -72,6 +73,10 @@ struct ProgramInfo {
   std::map<std::pair<const GroupTable*, int>, OpId> collective_by_seq;  // (table, collective_seq) -> op
   bool compute_chain = false;         // see compute_ops_form_a_chain()
   bool kernels_hold_sms = false;      // some collective's kernel holds SMs (sim/sm_share.cpp)
+  std::vector<std::pair<int, int>> sm_ops;  // those collectives: (op, its kernel's SMs), in op order
+  // Where kernels hold SMs, per op: the SMs held its last cost beside them was computed for and
+  // that cost (Replay::compute_beside_s; 0 SMs: none yet). The same few shares recur op after op.
+  mutable std::vector<std::pair<int, double>> beside_s;
   // A compute chain's runs (see merge_compute_runs()): merged_next[u] is the compute op whose
   // work continues op u's in the same task (-1: none), merged[v] that v continues its predecessor's.
   std::vector<int> merged_next;
@@ -205,6 +210,13 @@ struct SlotShare {
   simgrid::kernel::timer::Timer* timer = nullptr;  // its end
 };
 
+// A collective's kernel taking (sms > 0) or giving back (sms < 0) SMs on a slot when a task is done.
+struct KernelMark {
+  int task;
+  int slot;
+  int sms;
+};
+
 struct PendingSync {
   int start;
   const GroupTable* gt;
@@ -307,7 +319,6 @@ class Replay {
   }
 
   // --- communication kernels' SMs beside compute (sm_share.cpp)
-  static bool kernels_hold_sms(const StepGraph& g);
   void prepare_sm_share();
   void apply_kernel_marks(int t);
   double compute_beside_s(const Task& task, int sms) const;
@@ -316,7 +327,9 @@ class Replay {
   void set_held_sms(int slot, int sms);
   bool shares_sms(const Task& task) const { return !slot_share_.empty() && prog(task.ref).kernels_hold_sms; }
   std::vector<SlotShare> slot_share_;  // per slot; empty: no collective's kernel holds SMs
-  std::unordered_map<int, std::vector<std::pair<int, int>>> kernel_marks_;  // task -> (slot, SMs taken or freed)
+  // Sorted by task, then slot; a marked task (Task::marked) finds its marks by binary search, so
+  // the other tasks' completions look nothing up.
+  std::vector<KernelMark> kernel_marks_;
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();

@@ -238,8 +238,8 @@ void Replay::complete(int t) {
     live_flow_done(t);
     return;
   }
-  if (!kernel_marks_.empty()) apply_kernel_marks(t);
   Task& task = tasks_[t];
+  if (task.marked) apply_kernel_marks(t);
   task.end_s = sg4::Engine::get_clock();
   for (int i = succ_begin_[t]; i < succ_begin_[t + 1]; ++i)
     if (--tasks_[succ_[i]].pending == 0) ready_queue_.push_back(succ_[i]);

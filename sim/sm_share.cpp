@@ -22,40 +22,35 @@ namespace sg4 = simgrid::s4u;
 
 namespace exasim::detail {
 
-bool Replay::kernels_hold_sms(const StepGraph& g) {
-  for (OpId v = 0; v < boost::num_vertices(g); ++v)
-    if (const auto* c = std::get_if<CollectiveWork>(&g[v].work); c && c->kernel_sms > 0) return true;
-  return false;
-}
-
 // After build: each collective that holds SMs marks its ready task (+ its SMs on its slot) and its
 // done task (- them).
 void Replay::prepare_sm_share() {
   const size_t slots = fold_.slot_rank.size();
   for (size_t s = 0; s < slots; ++s) {
     const ProgramInfo& p = prog(static_cast<int>(s));
-    if (!p.kernels_hold_sms) continue;
-    for (OpId v = 0; v < p.n_ops; ++v) {
-      const auto* c = std::get_if<CollectiveWork>(&(*p.graph)[v].work);
-      if (!c || c->kernel_sms <= 0) continue;
-      kernel_marks_[op_ready_[slot_base_[s] + v]].push_back({static_cast<int>(s), c->kernel_sms});
-      kernel_marks_[op_done_[slot_base_[s] + v]].push_back({static_cast<int>(s), -c->kernel_sms});
+    for (const auto& [v, sms] : p.sm_ops) {  // (prepare_program listed them)
+      kernel_marks_.push_back({op_ready_[slot_base_[s] + v], static_cast<int>(s), sms});
+      kernel_marks_.push_back({op_done_[slot_base_[s] + v], static_cast<int>(s), -sms});
     }
   }
+  for (ProgramInfo& p : programs_)
+    if (p.graph && p.kernels_hold_sms) p.beside_s.assign(p.n_ops, {0, 0.0});
+  std::sort(kernel_marks_.begin(), kernel_marks_.end(), [](const KernelMark& a, const KernelMark& b) {
+    return a.task != b.task ? a.task < b.task : a.slot < b.slot;
+  });
+  for (const KernelMark& m : kernel_marks_) tasks_[m.task].marked = true;
   if (!kernel_marks_.empty()) slot_share_.assign(slots, SlotShare{});
 }
 
 // Task t is done: the SMs its marks hold or free, slot by slot (a task that both starts and ends
 // collectives on a slot changes it once, by the sum).
 void Replay::apply_kernel_marks(int t) {
-  auto it = kernel_marks_.find(t);
-  if (it == kernel_marks_.end()) return;
-  std::vector<std::pair<int, int>>& marks = it->second;
-  std::sort(marks.begin(), marks.end());
-  for (size_t i = 0; i < marks.size();) {
+  auto i = std::lower_bound(kernel_marks_.begin(), kernel_marks_.end(), t,
+                            [](const KernelMark& m, int task) { return m.task < task; });
+  while (i != kernel_marks_.end() && i->task == t) {
     int delta = 0;
-    const int slot = marks[i].first;
-    for (; i < marks.size() && marks[i].first == slot; ++i) delta += marks[i].second;
+    const int slot = i->slot;
+    for (; i != kernel_marks_.end() && i->task == t && i->slot == slot; ++i) delta += i->sms;
     if (delta != 0) set_held_sms(slot, slot_share_[slot].held_sms + delta);
   }
 }
@@ -63,8 +58,11 @@ void Replay::apply_kernel_marks(int t) {
 // A compute task's seconds on its slot's node beside `sms` held by communication kernels.
 double Replay::compute_beside_s(const Task& task, int sms) const {
   if (sms <= 0) return compute_s(task);
-  const ComputeWork& w = std::get<ComputeWork>((*prog(task.ref).graph)[task.op].work);
-  return cost_.compute_time_beside_s(w, sms) * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
+  const ProgramInfo& p = prog(task.ref);
+  std::pair<int, double>& known = p.beside_s[task.op];
+  if (known.first != sms)
+    known = {sms, cost_.compute_time_beside_s(std::get<ComputeWork>((*p.graph)[task.op].work), sms)};
+  return known.second * net_.compute_factor(w_.node_of_rank[fold_.slot_rank[task.ref]]);
 }
 
 // A chain's compute task t, its rate set by the SMs held on its slot now and whenever they change.

@@ -41,7 +41,8 @@ void reserve_ops(StepGraph& g, size_t ops, size_t edges) {
 }
 
 OpId add_op(StepGraph& g, Op op, const std::vector<OpId>& deps) {
-  OpId v = boost::add_vertex(std::move(op), g);
+  OpId v = boost::add_vertex(g);  // (add_vertex(property) would copy the op)
+  g[v] = std::move(op);
   for (OpId d : deps) boost::add_edge(d, v, g);
   return v;
 }

@@ -108,7 +108,6 @@ void Replay::prepare_program(int index) {
   for (OpId v = 0; v < p.n_ops; ++v)
     if (boost::in_degree(v, g) == 1) p.single_pred[v] = static_cast<int>(boost::source(*boost::in_edges(v, g).first, g));
   p.compute_chain = compute_ops_form_a_chain(g);
-  p.kernels_hold_sms = kernels_hold_sms(g);
   std::map<const GroupTable*, int> collectives_by_role;
   for (OpId v = 0; v < p.n_ops; ++v) {
     const Op& op = g[v];
@@ -120,6 +119,7 @@ void Replay::prepare_program(int index) {
       p.table[v] = &table(c->group_role);
       p.collective_seq[v] = collectives_by_role[p.table[v]]++;
       p.collective_by_seq[{p.table[v], p.collective_seq[v]}] = v;
+      if (c->kernel_sms > 0) p.sm_ops.emplace_back(static_cast<int>(v), c->kernel_sms);
     } else {
       const auto& t = std::get<TransferWork>(op.work);
       p.table[v] = &table(t.group_role);
@@ -132,6 +132,7 @@ void Replay::prepare_program(int index) {
       }
     }
   }
+  p.kernels_hold_sms = !p.sm_ops.empty();
   merge_compute_runs(p);
 }
 
