@@ -89,6 +89,23 @@ std::vector<DeepSpeedInstruction> deepspeed_train_order(int p, int m, int s) {
   return out;
 }
 
+std::vector<DeepSpeedBucket> deepspeed_allreduce_buckets(const std::vector<double>& tensor_elements,
+                                                         double elements_per_bucket) {
+  std::vector<DeepSpeedBucket> out;
+  DeepSpeedBucket open;
+  for (double n : tensor_elements) {
+    if (!(n >= 0)) throw std::invalid_argument("DeepSpeed's buffered all-reduce: a tensor's size must be >= 0");
+    open.elements += n;
+    ++open.tensors;
+    if (open.elements > elements_per_bucket) {
+      out.push_back(open);
+      open = DeepSpeedBucket{};
+    }
+  }
+  if (open.tensors > 0) out.push_back(open);
+  return out;
+}
+
 namespace {
 // The last two micro-batches, `period` apart, whose final backward item on stage 0 is followed by
 // a forward item (steady state) in an order of `m` micro-batches; {-1, -1} when there are none.

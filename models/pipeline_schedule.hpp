@@ -51,6 +51,21 @@ struct DeepSpeedInstruction {
 // std::invalid_argument for m < 1, p < 1 or a stage out of range.
 std::vector<DeepSpeedInstruction> deepspeed_train_order(int stages, int micro_batches, int stage);
 
+// DeepSpeed's buffered all-reduce (deepspeed/runtime/engine.py, allreduce_no_retain, as
+// buffered_allreduce_fallback calls it): whole tensors join the open bucket in order, and the bucket
+// is reduced (allreduce_and_copy) as soon as it holds more than `elements_per_bucket` elements
+// (MEMORY_OPT_ALLREDUCE_SIZE, 5e8, the engine's default reduce_bucket_size); what is left forms a
+// last bucket. A tensor is never split: one larger than the limit is a bucket of its own. Each
+// bucket: its elements and how many tensors it holds (one: flattened and copied back in place,
+// free; more: concatenated and copied back). Throws std::invalid_argument for a negative size.
+struct DeepSpeedBucket {
+  double elements = 0;
+  int tensors = 0;
+};
+inline constexpr double kDeepSpeedBucketElements = 5e8;
+std::vector<DeepSpeedBucket> deepspeed_allreduce_buckets(const std::vector<double>& tensor_elements,
+                                                         double elements_per_bucket = kDeepSpeedBucketElements);
+
 // Steady-state folding in time. In 1F1B's and the interleaved schedule's steady state every stage
 // repeats the same items every `period` micro-batches (1; interleaved: p, one group of p
 // micro-batches per chunk round), so one more period of micro-batches delays everything after it

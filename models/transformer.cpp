@@ -173,6 +173,9 @@ class StageBuilder {
 
   // The dense parameters on this device (BF16_Optimizer's fp32 gradient accumulation passes over them).
   void set_stage_dense_params(double params) { stage_dense_params_ = params; }
+  // Those of them in Megatron's group without weight decay (biases, layer norms): BF16_Optimizer's
+  // second flat gradient buffer (bf16_reduce_grads).
+  void set_stage_no_decay_params(double params) { stage_no_decay_params_ = params; }
   // BF16_Optimizer.update_hp_grads after each backward, per parameter hp_grad.add_(lp.grad.to(fp32)):
   // the cast (bf16 read, fp32 temporary written) and the add (temporary and accumulator read,
   // accumulator written), 18 bytes a parameter.
@@ -214,6 +217,7 @@ class StageBuilder {
                                           CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
                                           (dense_params - bucketed_params_) * bytes_per_element(x_.storage), {-1}));
     std::vector<long> done = all_done();
+    tied_grad_all_reduce(done);
     long after = -1;
     if (x_.tl.mode == TensorMode::two_half_d && x_.tl.depth > 1 && dense_params > 0)
       done.push_back(b_.collective("dense.grad.depth_all_reduce", "grad_depth_all_reduce", Phase::backward,
@@ -431,9 +435,11 @@ class StageBuilder {
       adam_deps.insert(adam_deps.end(), reduced->begin(), reduced->end());
     } else if (replicas > 1 && x_.per_tensor && !experts) {
       adam_deps.push_back(per_tensor_all_reduces(role, bytes_per_element(x_.pp.shared_grad), done));
+    } else if (replicas > 1 && x_.bf16_optimizer && !experts) {
+      adam_deps.push_back(bf16_reduce_grads(group, role, params, done));
     } else if (replicas > 1) {
-      // BF16_Optimizer all-reduces its fp32 gradients whole (the engine's _bf16_reduce_grads,
-      // buffered_allreduce_fallback), ZeRO 1 or not; each replica then updates its shard.
+      // BF16_Optimizer all-reduces its fp32 gradients (bf16_reduce_grads for the dense ones), ZeRO 1
+      // or not; each replica then updates its shard.
       const bool scatter = zero && !x_.bf16_optimizer;
       adam_deps.push_back(b_.collective(group + ".grad." + (scatter ? "reduce_scatter" : "all_reduce"),
                                         std::string("grad_") + (scatter ? "reduce_scatter" : "all_reduce"), G,
@@ -454,6 +460,60 @@ class StageBuilder {
       b_.collective(group + ".opt.param_all_gather", "param_all_gather", O, CollectiveKind::all_gather,
                     CollectiveAlgorithm::ring, role, params * bytes_per_element(param_precision), {adam});
     return adam;
+  }
+  // BF16_Optimizer's gradient reduction as DeepSpeed's pipeline engine runs it (pipe/engine.py
+  // _exec_reduce_grads -> _bf16_reduce_grads -> engine.py buffered_allreduce_fallback(grads=
+  // optimizer.get_grads_for_reduction(), elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE)): the
+  // tensors are the optimizer's flat fp32 gradient buffers, one per parameter group (Megatron's two:
+  // the weights, with weight decay; the biases and layer norms, without), bucketed whole
+  // (deepspeed_allreduce_buckets, models/pipeline_schedule.hpp). Per bucket, one after another on
+  // the default stream (allreduce_and_copy, allreduce_bucket): the flatten (a lone tensor is viewed,
+  // torch's flatten_dense_tensors; several are concatenated, read and written), the fp32 all-reduce
+  // over the replicas, the post-scale by 1/d (postscale_gradients with predivide factor 1: mul_, read
+  // and written) and the copy back (onto the same data for a lone tensor: copy_ returns at once;
+  // several: read and written). Returns the last op.
+  long bf16_reduce_grads(const std::string& group, const std::string& role, double params, std::vector<long> after) {
+    const Phase G = Phase::backward;
+    const double no_decay = std::min(stage_no_decay_params_, params);
+    const std::vector<DeepSpeedBucket> buckets = deepspeed_allreduce_buckets({params - no_decay, no_decay});
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+      const double n = buckets[i].elements;
+      if (n <= 0) continue;
+      const std::string p = fmt::format("{}.grad.bucket{}.", group, i);
+      const bool several = buckets[i].tensors > 1;
+      const auto pass = [&](const std::string& what, double flops) {
+        after = {b_.memory(p + what, "grad_" + what, G, Kernel::residual_add, Precision::fp32, elements(n), flops,
+                           8 * n, after)};
+      };
+      if (several) pass("flatten", 0);
+      after = {b_.collective(p + "all_reduce", "grad_all_reduce", G, CollectiveKind::all_reduce,
+                             CollectiveAlgorithm::ring, role, 4 * n, after)};
+      pass("postscale", n);
+      if (several) pass("copy_back", 0);
+    }
+    return after.at(0);
+  }
+  // DeepSpeed's ReduceTiedGrads (pipe/engine.py _exec_reduce_tied_grads), the instruction before
+  // the reduction: the tied word embedding's gradient (under BF16_Optimizer its fp32 copy,
+  // weight._hp_grad) all-reduced between the first and the last stage, the tie's group of two, as
+  // NCCL's ring of two runs it: two steps (reduce-scatter, all-gather), in each the two ranks
+  // exchange half the buffer. Adds the last transfers to `done`.
+  void tied_grad_all_reduce(std::vector<long>& done) {
+    const int p = plan_.pipeline;
+    if (plan_.pipeline_engine != PipelineEngine::deepspeed || p < 2 || !x_.model.tied_embeddings || x_.V <= 0 ||
+        (stage_ != 0 && stage_ != p - 1))
+      return;
+    const double bytes =
+        x_.V * x_.d * x_.pf * (x_.bf16_optimizer ? 4.0 : bytes_per_element(x_.pp.shared_grad));
+    const int offset = stage_ == 0 ? p - 1 : -(p - 1);  // to the peer; a receive names the message's (-offset)
+    for (int step = 0; step < 2; ++step) {
+      const std::string n = fmt::format("tied.grad.all_reduce.step{}.", step);
+      const long sent = b_.transfer(n + "send", "tied_grad_send", Phase::backward, Dir::send, "pp", offset, bytes / 2,
+                                    kTiedTagBase + step, done);
+      const long received = b_.transfer(n + "recv", "tied_grad_recv", Phase::backward, Dir::recv, "pp", -offset,
+                                        bytes / 2, kTiedTagBase + step, done);
+      done = {sent, received};
+    }
   }
   // grad_sync per_tensor (TensorFlow 1.x's CrossShardOptimizer.apply_gradients on a TPU: one
   // cross_replica_sum per gradient tensor): each dense gradient tensor its own all-reduce over
@@ -1360,6 +1420,9 @@ class StageBuilder {
   static constexpr long kHandshakeTagBase = 1L << 42;
   long ring_tags_ = 0;
   double stage_dense_params_ = 0;  // set_stage_dense_params
+  double stage_no_decay_params_ = 0;  // set_stage_no_decay_params
+  // The tied embedding's gradient all-reduce between the first and the last stage (DeepSpeed).
+  static constexpr long kTiedTagBase = 1L << 44;
   // grad_sync overlap: the bucket being filled, the buckets' collectives, the last parameter
   // gather, and the ops off the device's chain that the optimizer waits for.
   double bucket_params_ = 0, bucketed_params_ = 0;
@@ -1378,6 +1441,7 @@ class StageBuilder {
 // the experts' (the whole model's, before the expert-parallel split).
 struct StageParameters {
   double dense = 0, experts = 0;
+  double no_decay = 0;  // of `dense`, those without weight decay (layer_no_decay_parameters)
 };
 StageParameters stage_parameters(const ModelSpec& m, const ParallelPlan& plan, int stage) {
   StageParameters out;
@@ -1386,6 +1450,7 @@ StageParameters stage_parameters(const ModelSpec& m, const ParallelPlan& plan, i
     for (int l = first; l < first + layers_on_chunk(m.total_layers(), plan, vs); ++l) {
       out.dense += layer_dense_parameters(m, l);
       out.experts += layer_expert_parameters(m, l);
+      out.no_decay += layer_no_decay_parameters(m, l);
     }
   }
   return out;
@@ -1603,6 +1668,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
     StageBuilder sb(out.workload.programs[prog], xs[ri], plan, stage, m.total_layers(), mbs);
     const double flops_before = sb.executed_flops(), model_flops_before = sb.model_flops();
     sb.set_stage_dense_params(stage_dense_parameters(m, plan, x, stage));
+    sb.set_stage_no_decay_params(stage_parameters(m, plan, stage).no_decay * x.pf);
     if (plan.pipeline_engine == PipelineEngine::deepspeed)
       build_deepspeed_items(sb, out, prog, stage, deepspeed_train_order(plan.pipeline, mbs, stage));
     else

@@ -35,6 +35,12 @@ double layer_expert_parameters(const ModelSpec& m, int l) {
   return m.is_moe_layer(l) ? m.experts_per_layer * ffn_parameters(m) : 0;
 }
 
+double layer_no_decay_parameters(const ModelSpec& m, int l) {
+  const double d = m.d_model;
+  const bool ffn_biases = !m.is_moe_layer(l) && m.ffn != ModelSpec::Ffn::swiglu;
+  return 8 * d + (m.is_decoder_layer(l) ? 6 * d : 0) + (ffn_biases ? double(m.d_ff) + d : 0);
+}
+
 double gate_parameters(const ModelSpec& m) {
   if (m.dense()) return 0;
   const double moe = double(m.layers / m.moe_every) + double(m.decoder_layers / m.moe_every);

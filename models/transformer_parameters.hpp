@@ -28,6 +28,12 @@ double ffn_parameters(const ModelSpec& m);         // one feed-forward (one expe
 // the dense feed-forward or the gate), and its experts' (0 for a dense layer).
 double layer_dense_parameters(const ModelSpec& m, int l);
 double layer_expert_parameters(const ModelSpec& m, int l);
+// Layer l's dense parameters that Megatron's optimizer puts in its group without weight decay
+// (megatron/optimizer _get_params_for_weight_decay_optimization: every bias and the layer norms'
+// parameters): the self-attention's four biases and its two layer norms, 8 d (as attention_parameters
+// counts them); a decoder layer's cross-attention 6 d; a dense feed-forward's biases d_ff + d (SwiGLU
+// and the MoE gate have none).
+double layer_no_decay_parameters(const ModelSpec& m, int l);
 // The MoE gates' share of the dense parameters, d x E per MoE layer, in closed form.
 double gate_parameters(const ModelSpec& m);
 // Outside the layers: the embeddings (the word embedding, positions, BERT's token types and

@@ -13,6 +13,7 @@
 
 #include "models/pipeline_schedule.hpp"
 #include "models/transformer.hpp"
+#include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
@@ -271,4 +272,91 @@ TEST_CASE("DeepSpeed's engine: plans it does not run are refused") {
   p.zero_stage = 2;
   p.data = 2;
   CHECK_THROWS_AS(build_transformer_workload(m, t, p), std::invalid_argument);
+}
+
+TEST_CASE("DeepSpeed's buffered all-reduce: whole tensors in buckets closed past 5e8 elements, by hand") {
+  using B = std::vector<DeepSpeedBucket>;
+  const auto same = [](const B& got, const B& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].elements == want[i].elements);
+      CHECK(got[i].tensors == want[i].tensors);
+    }
+  };
+  // MT-NLG's stage on one GPU (3 layers, d 20,480, d_ff 81,920, t 8): the weights' flat buffer,
+  // 3 x 12 d^2 / 8, alone past the limit; the biases' and layer norms', 3 x 13 d / 8, on its own.
+  same(deepspeed_allreduce_buckets({1887436800, 99840}), B{{1887436800, 1}, {99840, 1}});
+  // Three tensors: the second closes the first bucket (6e8 > 5e8), the third is the last bucket.
+  same(deepspeed_allreduce_buckets({3e8, 3e8, 1e6}), B{{6e8, 2}, {1e6, 1}});
+  // Exactly the limit does not close a bucket ("more than").
+  same(deepspeed_allreduce_buckets({5e8, 1}), B{{5e8 + 1, 2}});
+  same(deepspeed_allreduce_buckets({}), B{});
+  CHECK_THROWS_AS(deepspeed_allreduce_buckets({-1}), std::invalid_argument);
+  // On an alpha-beta ring of the 8 replicas (alpha 5 us, beta 25 GB/s), the two buckets' fp32
+  // all-reduces one after the other: 2 (n - 1) (alpha + B / (n beta)) each, 0.528552304 s and
+  // 97.9552 us; one more ring's 14 alpha (70 us) than a single all-reduce of both buffers.
+  const double alpha_s = 5e-6, beta_Bps = 25e9;
+  double buckets_s = 0;
+  for (const auto& b : deepspeed_allreduce_buckets({1887436800, 99840}))
+    buckets_s += CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 8, 4 * b.elements)
+                     .alpha_beta_time_s(alpha_s, beta_Bps);
+  CHECK(buckets_s == doctest::Approx(0.528552304 + 97.9552e-6).epsilon(1e-12));
+  const double whole_s = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 8,
+                                            4 * (1887436800.0 + 99840)).alpha_beta_time_s(alpha_s, beta_Bps);
+  CHECK(buckets_s - whole_s == doctest::Approx(14 * alpha_s).epsilon(1e-6));
+}
+
+TEST_CASE("BF16_Optimizer's reduction in the graph: a bucket per flat buffer, post-scaled, the tied embedding's") {
+  ModelSpec m = tiny();
+  m.d_model = 8192;
+  m.heads = 64;
+  m.d_ff = 32768;
+  m.vocab = 51200;
+  TrainingSpec t;
+  t.seq_len = 128;
+  t.precision = PrecisionPolicy::bf16;
+  ParallelPlan p = pipelined(PipelineEngine::deepspeed);
+  p.tensor = 1;
+  p.data = 2;
+  p.global_batch = 16;
+  p.zero_stage = 1;
+  const TransformerWorkload ds = build_transformer_workload(m, t, p);
+  // Per stage 2 layers: weights 2 x 12 d^2 = 1,610,612,736; biases and layer norms 2 x 13 d = 212,992.
+  // Stage 0 adds the word and position embeddings (51,200 + 128) x 8,192 = 420,478,976 to the
+  // weights; stage 1 the tied embedding's copy, 419,430,400.
+  const double no_decay = 212992, weights[2] = {1610612736.0 + 420478976, 1610612736.0 + 419430400};
+  const double tied_bytes = 51200.0 * 8192 * 4;  // fp32 (weight._hp_grad)
+  for (int s = 0; s < 2; ++s) {
+    CHECK(stage_dense_parameters(m, t, p, s) == doctest::Approx(weights[s] + no_decay));
+    std::vector<double> reduced, postscaled;
+    int flattens = 0, tied_sends = 0;
+    const StepGraph& g = ds.workload.programs[s];
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Op& op = g[v];
+      if (op.label == "grad_all_reduce") reduced.push_back(std::get<CollectiveWork>(op.work).bytes);
+      if (op.label == "grad_postscale") postscaled.push_back(std::get<ComputeWork>(op.work).bytes);
+      if (op.label == "grad_flatten" || op.label == "grad_copy_back") ++flattens;
+      if (op.label == "tied_grad_send") {
+        ++tied_sends;
+        CHECK(std::get<TransferWork>(op.work).bytes == doctest::Approx(tied_bytes / 2));
+        CHECK(std::get<TransferWork>(op.work).offset == (s == 0 ? 1 : -1));
+      }
+    }
+    // Two buckets, each one buffer (no flatten, no copy back), fp32, in the groups' order.
+    REQUIRE(reduced.size() == 2);
+    CHECK(reduced[0] == doctest::Approx(4 * weights[s]));
+    CHECK(reduced[1] == doctest::Approx(4 * no_decay));
+    REQUIRE(postscaled.size() == 2);
+    CHECK(postscaled[0] == doctest::Approx(8 * weights[s]));  // mul_ by 1/d: read and written
+    CHECK(flattens == 0);
+    CHECK(tied_sends == 2);  // the ring of two: reduce-scatter and all-gather, half the buffer each
+  }
+  // The small model's stage (under 5e8 elements): both buffers in one bucket, concatenated
+  // before the all-reduce and copied back after it.
+  p.tensor = 2;
+  const TransformerWorkload small = build_transformer_workload(tiny(), t, p);
+  auto seen = ops_by_label(small.workload.programs[0]);
+  CHECK(seen["grad_all_reduce"].first == 1);
+  CHECK(seen["grad_flatten"].first == 1);
+  CHECK(seen["grad_copy_back"].first == 1);
 }
