@@ -98,6 +98,8 @@ struct TorusSpec {
   int x = 0;
   int y = 0;
   double link_Bps = 0;  // per link per direction
+  // false: no wrap-around link along x (a mesh in x: the TPU v3 multipod's pods joined in a line).
+  bool x_wraparound = true;
 };
 
 struct MachineSpec {

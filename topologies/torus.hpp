@@ -16,6 +16,17 @@
 // gathers with the 2-D torus algorithm (torus_2d, block L; a single row is a bidirectional ring);
 // other groups keep the one-way ring; every all-to-all sends all its flows at once (direct) on the
 // dimension-ordered routes, so that link sharing sets its time.
+//
+// x_wraparound false (the TPU v3 multipod: four pods joined in a line along x, a mesh in x): no
+// link joins x = X-1 and x = 0 and routes along x go the only way. A group whose rows span x and
+// come in pairs runs the 2-D algorithm over snake rings of two rows (out along the first row,
+// back along the second, closed by two y links: block 2 L), every ring step one hop and each link
+// direction one flow per ring direction, as the torus's rows; the columns' rings then join every
+// other row (two hops a step, on a 1 / (2 L) share). A group of one row (or an odd number) runs
+// each row in the folded order (folded_ring_order: out along the even x, back along the odd),
+// each step up to two hops and each x link direction two flows, twice the torus's row time.
+// XLA's ring order on a mesh is not public: both are assumptions (the snake is the one the
+// validated ResNet-50 multipod step admits; README, "TPU v3 pods").
 #pragma once
 #include <set>
 #include <utility>
@@ -42,8 +53,11 @@ class TorusNetwork final : public Network {
   std::string node_name(int node) const override;
 
   int node_at(int x, int y) const { return x + x_ * y; }
-  // The chip at the far end of `node`'s outgoing link of `kind`.
+  // The chip at the far end of `node`'s outgoing link of `kind` (has_link: whether it exists).
   int neighbour(int node, int kind) const;
+  // False for the wrap-around links along x of a machine without them (x_wraparound false).
+  bool has_link(int node, int kind) const;
+  bool x_wraparound() const { return wrap_x_; }
   // Appends the dimension-ordered route from a to b: X then Y (path()) or Y then X.
   void ordered_path(int a, int b, bool x_first, std::vector<LinkRef>& out) const;
   // A route from a to b that avoids failed chips and failed links (a link is (kind, chip it
@@ -57,6 +71,7 @@ class TorusNetwork final : public Network {
 
  private:
   int x_, y_;
+  bool wrap_x_;
   double chip_speed_;
   std::vector<LinkKind> kinds_;
 };
@@ -64,6 +79,10 @@ class TorusNetwork final : public Network {
 // The rows of L chips that `members` fill (member b L + j at (x0 + j, y0 + b), coordinates
 // modulo the torus), or 0 when they fill no such rectangle.
 int torus_rectangle_row(const TorusNetwork& net, const std::vector<int>& member_nodes);
+
+// The ring order of L chips in a line without wrap-around: 0, 2, 4, ..., then the odd positions
+// back, ..., 5, 3, 1 (L = 6: 0 2 4 5 3 1).
+std::vector<int> folded_ring_order(int L);
 
 // Rewrites the workload's collectives as the torus runs them (see above): ring and hierarchical
 // all-reduces, reduce-scatters and all-gathers over a role whose every group is a rectangle

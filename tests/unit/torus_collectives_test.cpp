@@ -4,7 +4,9 @@
 //  * the all-to-all with every flow in flight at once on dimension-ordered routes against the
 //    bisection bound of an ideal torus;
 //  * folded against exhaustive fidelity within 2 %: the all-reduce on a 16 x 16 torus, the all-to-all on 8 x 8;
-//  * adopt_torus_collectives: which groups get the 2-D algorithm.
+//  * adopt_torus_collectives: which groups get the 2-D algorithm;
+//  * a machine without wrap-around along x (the multipod's mesh): routes, snake rings over pairs of
+//    rows against their closed form (and folded against exhaustive on 16 x 16), folded single rows.
 // SimGrid allows one engine per process: each simulation runs in a forked child that writes its
 // step time to a pipe and _exits.
 #include <doctest/doctest.h>
@@ -35,12 +37,13 @@ namespace {
 constexpr double kLink = 80e9;
 constexpr double kLat = 1e-6;
 
-MachineSpec torus(int x, int y) {
+MachineSpec torus(int x, int y, bool x_wraparound = true) {
   MachineSpec m;
   m.name = "torus";
   m.family = "torus";
   m.torus.x = x;
   m.torus.y = y;
+  m.torus.x_wraparound = x_wraparound;
   m.torus.link_Bps = kLink;
   m.link_latency_s = kLat;
   m.peak_flops_per_s = {{Precision::fp32, 20.5e12}, {Precision::fp16, 123e12}};
@@ -62,7 +65,7 @@ Workload one_collective(const TorusNetwork& net, CollectiveKind kind, double byt
 // Simulates the workload `make` builds on an x-by-y torus in a forked child; returns the step time
 // (negative when the child failed).
 double simulate_workload_in_child(int x, int y, const std::function<Workload(const TorusNetwork&)>& make,
-                                  Fidelity fid) {
+                                  Fidelity fid, bool x_wraparound = true) {
   std::cout.flush();
   std::fflush(nullptr);
   int p[2];
@@ -73,7 +76,7 @@ double simulate_workload_in_child(int x, int y, const std::function<Workload(con
     close(p[0]);
     double t = -1;
     try {
-      const MachineSpec m = torus(x, y);
+      const MachineSpec m = torus(x, y, x_wraparound);
       const TorusNetwork net(m, Precision::fp16);
       const Workload w = make(net);
       const RooflineCostModel cost(device_profile_of(m));
@@ -97,9 +100,9 @@ double simulate_workload_in_child(int x, int y, const std::function<Workload(con
   return got == sizeof t ? t : -1;
 }
 
-double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fidelity fid) {
+double simulate_in_child(int x, int y, CollectiveKind kind, double bytes, Fidelity fid, bool x_wraparound = true) {
   return simulate_workload_in_child(x, y, [&](const TorusNetwork& net) { return one_collective(net, kind, bytes); },
-                                    fid);
+                                    fid, x_wraparound);
 }
 
 // ResNet-50's batch-norm groups of 4 chips on a torus with rows of `row` chips, each group's
@@ -122,6 +125,30 @@ Workload batch_norm_all_reduce(const TorusNetwork& net, bool tile, double bytes)
 double torus_all_reduce_closed_form(int x, int y, double bytes) {
   // bidirectional rings: each step sends half its share each way, on two distinct links
   return 2 * (x - 1) * (kLat + bytes / x / 2 / kLink) + 2 * (y - 1) * (kLat + bytes / (x * y) / 2 / kLink);
+}
+
+// Along x without wrap-around (a mesh in x), rows in pairs: a snake ring of 2x chips per pair of
+// rows, one hop a step and one flow per link direction (half of a B / 2x share each way), then the
+// columns' rings of y / 2 members two rows apart: two hops a step, and two such rings (the pair's
+// two rows) on each y link direction, each flow half of a B / (x y) share at link / 2.
+double snake_all_reduce_closed_form(int x, int y, double bytes) {
+  return 2 * (2 * x - 1) * (kLat + bytes / (2 * x) / 2 / kLink) + 2 * (y / 2 - 1) * (2 * kLat + bytes / (x * y) / kLink);
+}
+
+// A group of one row along such an x: the folded ring loads each x link direction with two flows of
+// half the share (B / x / 2 each at link / 2), steps of up to two hops: 2 (x - 1) (2 lat + B / x / link).
+double folded_row_all_reduce_closed_form(int x, double bytes) { return 2 * (x - 1) * (2 * kLat + bytes / x / kLink); }
+
+// Every chip of an x-by-y machine one rank, a group per row, one all-reduce.
+Workload one_collective_per_row(const TorusNetwork& net, double bytes) {
+  Workload w = test::one_collective_workload(net.node_count(),
+                                             CollectiveWork{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", bytes});
+  GroupTable& g = w.groups["all"];
+  g.members.assign(static_cast<size_t>(net.y_size()), {});
+  for (int r = 0; r < net.node_count(); ++r) g.members[static_cast<size_t>(r / net.x_size())].push_back(r);
+  g.index(net.node_count());
+  adopt_torus_collectives(w, net);
+  return w;
 }
 
 }  // namespace
@@ -258,4 +285,80 @@ TEST_CASE("batch-norm groups on an 8 x 4 torus: a 2 x 2 tile's ring is one hop a
     CHECK(tile == doctest::Approx(tile_s).epsilon(1e-6));
     CHECK(row == doctest::Approx(row_s).epsilon(1e-6));
   }
+}
+
+TEST_CASE("torus without wrap-around along x: routes go the only way, rows pair into snake rings or fold") {
+  const TorusNetwork net(torus(8, 4, false), Precision::fp16);
+  using K = TorusNetwork::Kind;
+  std::vector<LinkRef> p;
+  net.path(7, 0, p);  // (7, 0) -> (0, 0): seven hops back, not one round the wrap
+  CHECK(p.size() == 7);
+  for (const LinkRef& l : p) CHECK(l.kind == K::x_minus);
+  p.clear();
+  net.path(0, 31, p);  // (0, 0) -> (7, 3): seven +x hops, then one -y round the y wrap
+  REQUIRE(p.size() == 8);
+  CHECK(p[6] == LinkRef{K::x_plus, 6});
+  CHECK(p[7] == LinkRef{K::y_minus, 7});
+  p.clear();
+  net.path(3, 11, p);  // (3, 0) -> (3, 1): no x hop at all, one +y
+  CHECK(p == std::vector<LinkRef>{{K::y_plus, 3}});
+  CHECK_FALSE(net.has_link(7, K::x_plus));
+  CHECK_FALSE(net.has_link(8, K::x_minus));
+  CHECK(net.has_link(8, K::x_plus));
+  CHECK(net.has_link(0, K::y_minus));
+  CHECK(folded_ring_order(6) == std::vector<int>{0, 2, 4, 5, 3, 1});
+  CHECK(folded_ring_order(5) == std::vector<int>{0, 2, 4, 3, 1});
+  CHECK(folded_ring_order(2) == std::vector<int>{0, 1});
+  // four rows in one group: two snakes of 16, out along rows 0 and 2, back along rows 1 and 3
+  Workload w = one_collective(net, CollectiveKind::all_reduce, 1e6);
+  const GroupTable& g = w.groups["all"];
+  CHECK(g.block_size == 16);
+  CHECK(std::get<CollectiveWork>(w.programs[0][0].work).algorithm == CollectiveAlgorithm::torus_2d);
+  REQUIRE(g.members.size() == 1);
+  CHECK(std::vector<int>(g.members[0].begin(), g.members[0].begin() + 16) ==
+        std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 15, 14, 13, 12, 11, 10, 9, 8});
+  CHECK(g.index_in_group[8] == 15);
+  CHECK(g.index_in_group[31] == 24);
+  // a group per row: each row folded
+  Workload rows = one_collective_per_row(net, 1e6);
+  const GroupTable& gr = rows.groups["all"];
+  CHECK(gr.block_size == 8);
+  CHECK(gr.members[1] == std::vector<int>{8, 10, 12, 14, 15, 13, 11, 9});
+  CHECK(gr.index_in_group[9] == 7);
+}
+
+TEST_CASE("torus sim: without wrap-around along x, snake rings keep the torus's row time, a folded row doubles it") {
+  const double bytes = 64e6;
+  const double snake = simulate_in_child(8, 8, CollectiveKind::all_reduce, bytes, Fidelity::exhaustive, false);
+  const double ring = simulate_in_child(8, 8, CollectiveKind::all_reduce, bytes, Fidelity::exhaustive);
+  const double folded = simulate_workload_in_child(
+      8, 4, [&](const TorusNetwork& net) { return one_collective_per_row(net, bytes); }, Fidelity::exhaustive, false);
+  const double row_ring = simulate_workload_in_child(
+      8, 4, [&](const TorusNetwork& net) { return one_collective_per_row(net, bytes); }, Fidelity::exhaustive);
+  MESSAGE("8 x 8: snake ", snake, " s, torus ", ring, " s; rows of 8: folded ", folded, " s, torus ", row_ring, " s");
+  REQUIRE(snake > 0);
+  REQUIRE(folded > 0);
+  const double snake_expected = snake_all_reduce_closed_form(8, 8, bytes);
+  CHECK(std::fabs(snake - snake_expected) <= 1e-6 * snake_expected);
+  CHECK(std::fabs(ring - torus_all_reduce_closed_form(8, 8, bytes)) <= 1e-6 * ring);
+  // by hand: the snakes' 30 steps of 4 MB, 2 MB each way at 80 GB/s (25 us + 1 us), and 6 column
+  // steps of 1 MB, 0.5 MB each way on links two flows share (12.5 us + 2 hops' 2 us): 867 us; the
+  // torus's 14 x (50 + 1) + 14 x (6.25 + 1) = 815.5 us (its rows' share is B / 8, the snake's B / 16
+  // on a ring twice as long: the same row time, more steps' latency)
+  CHECK(snake_expected == doctest::Approx(30 * 26e-6 + 6 * 14.5e-6).epsilon(1e-9).scale(0));
+  // the folded rows: at least 14 steps of 8 MB, two flows of 4 MB on each link at 40 GB/s (100 us +
+  // 2 us), twice the torus rows' 14 x (50 + 1) us
+  CHECK(folded_row_all_reduce_closed_form(8, bytes) == doctest::Approx(14 * 102e-6).epsilon(1e-9).scale(0));
+  CHECK(folded >= folded_row_all_reduce_closed_form(8, bytes) * (1 - 1e-6));
+  CHECK(folded >= 1.9 * row_ring);
+}
+
+TEST_CASE("folding on a 16 x 16 torus without wrap-around along x: the snake all_reduce matches exhaustive within 2 %") {
+  const double bytes = 64e6;
+  const double ex = simulate_in_child(16, 16, CollectiveKind::all_reduce, bytes, Fidelity::exhaustive, false);
+  const double fo = simulate_in_child(16, 16, CollectiveKind::all_reduce, bytes, Fidelity::folded, false);
+  MESSAGE("exhaustive ", ex, " s, folded ", fo, " s, closed form ", snake_all_reduce_closed_form(16, 16, bytes), " s");
+  REQUIRE(ex > 0);
+  CHECK(std::fabs(fo - ex) <= 0.02 * ex);
+  CHECK(std::fabs(ex - snake_all_reduce_closed_form(16, 16, bytes)) <= 0.02 * ex);
 }
