@@ -11,6 +11,7 @@
 #include "app/scenario.hpp"
 #include "models/memory_model.hpp"
 #include "models/transformer.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -87,7 +88,7 @@ TEST_CASE("dropout 0: no masks and no dropout output in the activations (Korthik
   // The two sbh masks (kept whole under 1-D tensor parallelism) and the (e + 1) a s^2 b of the
   // scores' mask and dropout output (split by t = 2).
   const double s = 128, b = 2, h = 512, a = 8;
-  CHECK(with - without == doctest::Approx(2 * s * b * h + 3 * a * s * s * b / 2));
+  CHECK(with - without == test::rel(2 * s * b * h + 3 * a * s * s * b / 2));
 }
 
 TEST_CASE("model.dropout: a probability below 1, read from the scenario") {

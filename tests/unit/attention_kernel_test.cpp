@@ -10,6 +10,7 @@
 #include "app/scenario.hpp"
 #include "kernels/kernel_id.hpp"
 #include "sim/cost_model.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -69,26 +70,26 @@ std::pair<std::string, std::string> error_of(const json& j) {
 
 TEST_CASE("attention kernel table: linear in log2 of the length between points, the end points' beyond") {
   const AttentionKernelTable k = two_point_table();
-  CHECK(k.rate_flops_per_s(1024, false, false) == doctest::Approx(200e12));
-  CHECK(k.rate_flops_per_s(2048, false, false) == doctest::Approx(300e12));  // halfway in log2(s)
-  CHECK(k.rate_flops_per_s(2048, true, false) == doctest::Approx(200e12));
-  CHECK(k.rate_flops_per_s(2048, false, true) == doctest::Approx(250e12));
-  CHECK(k.rate_flops_per_s(2048, true, true) == doctest::Approx(150e12));
-  CHECK(k.rate_flops_per_s(512, false, false) == doctest::Approx(200e12));
-  CHECK(k.rate_flops_per_s(65536, true, true) == doctest::Approx(250e12));
+  CHECK(k.rate_flops_per_s(1024, false, false) == test::rel(200e12));
+  CHECK(k.rate_flops_per_s(2048, false, false) == test::rel(300e12));  // halfway in log2(s)
+  CHECK(k.rate_flops_per_s(2048, true, false) == test::rel(200e12));
+  CHECK(k.rate_flops_per_s(2048, false, true) == test::rel(250e12));
+  CHECK(k.rate_flops_per_s(2048, true, true) == test::rel(150e12));
+  CHECK(k.rate_flops_per_s(512, false, false) == test::rel(200e12));
+  CHECK(k.rate_flops_per_s(65536, true, true) == test::rel(250e12));
 }
 
 TEST_CASE("a named attention kernel's time: its flops at the table's rate, not the device's best case") {
   DeviceProfile d = gpu();
   const ComputeWork fwd = attention(Kernel::flash_attention, 2048, 128, 2);
   // 2 passes x 2 x 2048^2 x 128 x 64 pairs = 1.374e14 flops
-  CHECK(fwd.flops == doctest::Approx(2.0 * 2 * 2048.0 * 2048 * 128 * 64));
-  CHECK(RooflineCostModel(d).compute_time_s(fwd) == doctest::Approx(fwd.flops / 0.5e15));  // the best case
+  CHECK(fwd.flops == test::rel(2.0 * 2 * 2048.0 * 2048 * 128 * 64));
+  CHECK(RooflineCostModel(d).compute_time_s(fwd) == test::rel(fwd.flops / 0.5e15));  // the best case
   d.attention_kernel = two_point_table();
-  CHECK(RooflineCostModel(d).compute_time_s(fwd) == doctest::Approx(fwd.flops / 300e12));
+  CHECK(RooflineCostModel(d).compute_time_s(fwd) == test::rel(fwd.flops / 300e12));
   const ComputeWork bwd_causal = attention(Kernel::flash_attention_causal, 4096, 128, 5);
-  CHECK(RooflineCostModel(d).compute_time_s(bwd_causal) == doctest::Approx(bwd_causal.flops / 250e12));
-  CHECK(d.fused_attention_time_s(bwd_causal, 0.1) == doctest::Approx(bwd_causal.flops / 250e12));  // no profile factor
+  CHECK(RooflineCostModel(d).compute_time_s(bwd_causal) == test::rel(bwd_causal.flops / 250e12));
+  CHECK(d.fused_attention_time_s(bwd_causal, 0.1) == test::rel(bwd_causal.flops / 250e12));  // no profile factor
   CHECK_THROWS_AS(RooflineCostModel(d).compute_time_s(attention(Kernel::flash_attention, 2048, 64, 2)),
                   std::invalid_argument);  // the table is at head dimension 128
 }
@@ -98,9 +99,9 @@ TEST_CASE("plan.attention_kernel: a table of the device file, read, and refused 
   CHECK(s.parallel.attention_kernel == "flash_attention_2");
   const AttentionKernelTable& fa2 = s.machine.attention_kernels.at("flash_attention_2");
   CHECK(fa2.head_dim == 128);
-  CHECK(fa2.rate_flops_per_s(4096, false, false) == doctest::Approx(368e12));  // FlashAttention-3 paper, FA2
+  CHECK(fa2.rate_flops_per_s(4096, false, false) == test::rel(368e12));  // FlashAttention-3 paper, FA2
   CHECK(s.machine.attention_kernels.at("flash_attention_3").rate_flops_per_s(16384, false, true) ==
-        doctest::Approx(561e12));
+        test::rel(561e12));
   struct Case {
     const char* pointer;
     json value;

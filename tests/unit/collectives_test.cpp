@@ -13,6 +13,7 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
@@ -82,11 +83,11 @@ TEST_CASE("collectives: ring all_reduce schedule with 4 members") {
       s.step(m, k, st);
       REQUIRE(st.sends.size() == 1);
       CHECK(st.sends[0].peer == (m + 1) % n);
-      CHECK(st.sends[0].bytes == doctest::Approx(bytes / n));
+      CHECK(st.sends[0].bytes == test::rel(bytes / n));
       REQUIRE(st.recv_from.size() == 1);
       CHECK(st.recv_from[0] == (m + n - 1) % n);
     }
-  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(6 * (1e-6 + 100 / 1e9)));
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == test::rel(6 * (1e-6 + 100 / 1e9)));
 }
 
 TEST_CASE("collectives: ring reduce_scatter and all_gather take n-1 steps") {
@@ -98,7 +99,7 @@ TEST_CASE("collectives: ring reduce_scatter and all_gather take n-1 steps") {
   rs.step(4, 2, st);
   REQUIRE(st.sends.size() == 1);
   CHECK(st.sends[0].peer == 0);
-  CHECK(st.sends[0].bytes == doctest::Approx(100));
+  CHECK(st.sends[0].bytes == test::rel(100));
   REQUIRE(st.recv_from.size() == 1);
   CHECK(st.recv_from[0] == 3);
 }
@@ -112,17 +113,17 @@ TEST_CASE("collectives: hierarchical all_to_all of 6 in blocks of 3, by hand") {
   s.step(4, 0, st);  // inside: to offset 2, the 2 chunks bound for offset 2 of both blocks
   REQUIRE(st.sends.size() == 1);
   CHECK(st.sends[0].peer == 5);
-  CHECK(st.sends[0].bytes == doctest::Approx(2 * chunk));
+  CHECK(st.sends[0].bytes == test::rel(2 * chunk));
   CHECK(st.recv_from == std::vector<int>{3});
   s.step(4, 1, st);
   CHECK(st.sends[0].peer == 3);
   CHECK(st.recv_from == std::vector<int>{5});
   s.step(4, 2, st);  // across: to offset 1 of block 0, the 3 chunks bound for that block
   CHECK(st.sends[0].peer == 1);
-  CHECK(st.sends[0].bytes == doctest::Approx(3 * chunk));
+  CHECK(st.sends[0].bytes == test::rel(3 * chunk));
   CHECK(st.recv_from == std::vector<int>{1});
   // alpha-beta: 2 steps of (a + 2 chunks / B) and 1 step of (a + 3 chunks / B).
-  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(2 * (1e-6 + 200 / 1e9) + (1e-6 + 300 / 1e9)));
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == test::rel(2 * (1e-6 + 200 / 1e9) + (1e-6 + 300 / 1e9)));
   // Every (source, destination) piece reaches its destination: follow the two hops.
   for (int src = 0; src < 6; ++src)
     for (int dst = 0; dst < 6; ++dst) {
@@ -161,15 +162,15 @@ TEST_CASE("collectives: hierarchical all_reduce of 6 in blocks of 3, by hand") {
     s.step(4, k, st);
     REQUIRE(st.sends.size() == 1);
     CHECK(st.sends[0].peer == expected_peer[k]);
-    CHECK(st.sends[0].bytes == doctest::Approx(expected_bytes[k]));
+    CHECK(st.sends[0].bytes == test::rel(expected_bytes[k]));
     CHECK(st.recv_from == std::vector<int>{k < 2 || k >= 4 ? 3 : 1});
   }
-  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(4 * (1e-6 + 200 / 1e9) + 2 * (1e-6 + 100 / 1e9)));
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == test::rel(4 * (1e-6 + 200 / 1e9) + 2 * (1e-6 + 100 / 1e9)));
   // One block, or blocks of one, is the plain ring.
   const CollectiveSchedule ring(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 6, bytes);
   for (int L : {1, 6})
     CHECK(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, 6, bytes, L)
-              .alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(ring.alpha_beta_time_s(1e-6, 1e9)));
+              .alpha_beta_time_s(1e-6, 1e9) == test::rel(ring.alpha_beta_time_s(1e-6, 1e9)));
   CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::reduce_scatter, CollectiveAlgorithm::hierarchical, 6, bytes, 3),
                   std::invalid_argument);
 }
@@ -186,7 +187,7 @@ TEST_CASE("collectives: pairwise all_to_all step k sends to distance k+1") {
       s.step(m, k, st);
       REQUIRE(st.sends.size() == 1);
       CHECK(st.sends[0].peer == (m + k + 1) % n);
-      CHECK(st.sends[0].bytes == doctest::Approx(bytes / n));
+      CHECK(st.sends[0].bytes == test::rel(bytes / n));
       REQUIRE(st.recv_from.size() == 1);
       CHECK(st.recv_from[0] == (m + n - (k + 1)) % n);
       sent_to.push_back(st.sends[0].peer);
@@ -216,12 +217,12 @@ TEST_CASE("collectives: direct all_to_all is one step with n-1 sends") {
       CHECK(snd.peer != m);
       CHECK(snd.peer >= 0);
       CHECK(snd.peer < n);
-      CHECK(snd.bytes == doctest::Approx(100));
+      CHECK(snd.bytes == test::rel(100));
     }
     for (int q : st.recv_from) CHECK(q != m);
   }
   // The sender's link carries n-1 chunks at once.
-  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(1e-6 + 4 * 100 / 1e9));
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == test::rel(1e-6 + 4 * 100 / 1e9));
 }
 
 TEST_CASE("collectives: invalid kind and algorithm pairs throw") {
@@ -280,7 +281,7 @@ TEST_CASE("collectives sim: exhaustive ring all_reduce of 4 with a late member i
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   const double collective = CollectiveSchedule(c.kind, c.algorithm, n, bytes).alpha_beta_time_s(2 * kL, kB);
-  CHECK(res.step_time_s == doctest::Approx(F / (P * e) + collective).epsilon(1e-6));
+  CHECK(res.step_time_s == test::rel(F / (P * e) + collective, 1e-6));
   CHECK(res.stats.flows == 2 * (n - 1) * n);
   // Ranks 1..3 end no earlier than rank 0 started: their last step waits on its flows.
   for (int r = 1; r < n; ++r) CHECK(res.ranks[r].ops[0].end_s > F / (P * e));
@@ -329,19 +330,19 @@ TEST_CASE("collectives sim: folded pairwise all_to_all of 8 matches the closed f
 TEST_CASE("cost model: roofline time is the max of the flops and bytes bounds") {
   const RooflineCostModel cost = test_cost_model();
   // GEMM: flops / (peak * efficiency), bytes small.
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 1.6e12, 1e6, {}}) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp16, 4e12, 0, {}}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 1.6e12, 1e6, {}}) == test::rel(1.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp16, 4e12, 0, {}}) == test::rel(1.0));
   // GEMM limited by bytes.
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 1.0, 200e9, {}}) == doctest::Approx(2.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 1.0, 200e9, {}}) == test::rel(2.0));
   // Memory-bound: flops at full peak (no efficiency), bytes / bandwidth.
-  CHECK(cost.compute_time_s({Kernel::residual_add, Precision::fp32, 2e12, 0, {}}) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_s({Kernel::residual_add, Precision::fp32, 1e3, 50e9, {}}) == doctest::Approx(0.5));
+  CHECK(cost.compute_time_s({Kernel::residual_add, Precision::fp32, 2e12, 0, {}}) == test::rel(1.0));
+  CHECK(cost.compute_time_s({Kernel::residual_add, Precision::fp32, 1e3, 50e9, {}}) == test::rel(0.5));
   // The optimizer update uses its own bandwidth.
   DeviceProfile slow_opt = cost.device();
   slow_opt.optimizer_memory_bandwidth_Bps = 25e9;
   const RooflineCostModel with_slow_opt(slow_opt);
-  CHECK(with_slow_opt.compute_time_s({Kernel::adam, Precision::fp32, 1e3, 50e9, {}}) == doctest::Approx(2.0));
-  CHECK(with_slow_opt.compute_time_s({Kernel::residual_add, Precision::fp32, 1e3, 50e9, {}}) == doctest::Approx(0.5));
+  CHECK(with_slow_opt.compute_time_s({Kernel::adam, Precision::fp32, 1e3, 50e9, {}}) == test::rel(2.0));
+  CHECK(with_slow_opt.compute_time_s({Kernel::residual_add, Precision::fp32, 1e3, 50e9, {}}) == test::rel(0.5));
   // No peak (fp64 missing) or no GEMM efficiency throws.
   CHECK_THROWS_AS(cost.compute_time_s({Kernel::gemm, Precision::fp64, 1, 0, {}}), std::invalid_argument);
   DeviceProfile d;
@@ -351,7 +352,7 @@ TEST_CASE("cost model: roofline time is the max of the flops and bytes bounds") 
   d.optimizer_memory_bandwidth_Bps = 1e9;
   const RooflineCostModel no_eff(d);
   CHECK_THROWS_AS(no_eff.compute_time_s({Kernel::gemm, Precision::fp32, 1, 0, {}}), std::invalid_argument);
-  CHECK(no_eff.compute_time_s({Kernel::residual_add, Precision::fp32, 1e12, 0, {}}) == doctest::Approx(1.0));
+  CHECK(no_eff.compute_time_s({Kernel::residual_add, Precision::fp32, 1e12, 0, {}}) == test::rel(1.0));
   d.memory_bandwidth_Bps = 0;
   CHECK_THROWS_AS(RooflineCostModel{d}, std::invalid_argument);
   d.memory_bandwidth_Bps = 1e9;
@@ -369,10 +370,10 @@ TEST_CASE("cost model sim: one fp32 GEMM op takes F over P times e") {
   const test::StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
-  CHECK(res.step_time_s == doctest::Approx(F / (P * e)).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(F / (P * e), 1e-9));
   REQUIRE(res.ranks.size() == 1);
   CHECK(res.ranks[0].ops[0].ready_s == 0);
-  CHECK(res.ranks[0].ops[0].end_s == doctest::Approx(F / (P * e)).epsilon(1e-9));
+  CHECK(res.ranks[0].ops[0].end_s == test::rel(F / (P * e), 1e-9));
   CHECK(res.stats.compute_activities == 1);  // one compute unit per node
   CHECK(res.stats.flows == 0);
 }
@@ -399,10 +400,10 @@ TEST_CASE("cost model sim: a run of chained GEMM ops is one compute activity wit
   CHECK(res.stats.compute_activities == 1);
   const double ready[] = {0, 1, 3, 3}, end[] = {1, 3, 3, 3.5};
   for (int v = 0; v < 4; ++v) {
-    CHECK(res.ranks[0].ops[v].ready_s == doctest::Approx(ready[v]).epsilon(1e-9));
-    CHECK(res.ranks[0].ops[v].end_s == doctest::Approx(end[v]).epsilon(1e-9));
+    CHECK(res.ranks[0].ops[v].ready_s == test::rel(ready[v], 1e-9));
+    CHECK(res.ranks[0].ops[v].end_s == test::rel(end[v], 1e-9));
   }
-  CHECK(res.step_time_s == doctest::Approx(3.5).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(3.5, 1e-9));
 }
 
 // Two compute ops that the graph does not order share the rank's compute units: the engine
@@ -418,9 +419,9 @@ TEST_CASE("cost model sim: two unordered GEMM ops share the compute units and en
   const test::StarNetwork net(1, kB, kL);
   const RooflineCostModel cost = test_cost_model();
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
-  CHECK(res.step_time_s == doctest::Approx(2 * F / (P * e)).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(2 * F / (P * e), 1e-9));
   REQUIRE(res.ranks.size() == 1);
-  for (const auto& op : res.ranks[0].ops) CHECK(op.end_s == doctest::Approx(2 * F / (P * e)).epsilon(1e-9));
+  for (const auto& op : res.ranks[0].ops) CHECK(op.end_s == test::rel(2 * F / (P * e), 1e-9));
 }
 
 TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwidth plus F over P times e") {
@@ -438,7 +439,7 @@ TEST_CASE("cost model sim: a memory-bound op then a GEMM take bytes over bandwid
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::folded});
   REQUIRE(res.ranks.size() == 1);
   const auto& ops = res.ranks[0].ops;
-  CHECK(ops[0].end_s == doctest::Approx(bytes / BW).epsilon(1e-9));
-  CHECK(ops[1].ready_s == doctest::Approx(bytes / BW).epsilon(1e-9));
-  CHECK(res.step_time_s == doctest::Approx(bytes / BW + F / (P * e)).epsilon(1e-9));
+  CHECK(ops[0].end_s == test::rel(bytes / BW, 1e-9));
+  CHECK(ops[1].ready_s == test::rel(bytes / BW, 1e-9));
+  CHECK(res.step_time_s == test::rel(bytes / BW + F / (P * e), 1e-9));
 }

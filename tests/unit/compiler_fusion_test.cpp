@@ -8,6 +8,7 @@
 #include "costs/profile_cost_model.hpp"
 #include "kernels/kernel_id.hpp"
 #include "sim/cost_model.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -48,11 +49,11 @@ TEST_CASE("a fusing device streams fused bytes for memory-bound kernels only") {
   const RooflineCostModel plain(device(false)), xla(device(true));
   const ComputeWork bn = work(Kernel::batch_norm, {{1 << 20, 64, 0}, 1});
   // unfused: statistics read, normalise read and write (3 passes) plus scale and shift
-  CHECK(plain.compute_time_s(bn) == doctest::Approx((3.0 * (1 << 20) * 64 + 128) * 2 / 1e12));
+  CHECK(plain.compute_time_s(bn) == test::rel((3.0 * (1 << 20) * 64 + 128) * 2 / 1e12));
   CHECK(xla.compute_time_s(bn) == plain.compute_time_s(bn));
   const ComputeWork gelu = work(Kernel::gelu, {{1 << 24, 0, 0}, 1});
-  CHECK(plain.compute_time_s(gelu) == doctest::Approx(2.0 * (1 << 24) * 2 / 1e12));
-  CHECK(xla.compute_time_s(gelu) == doctest::Approx(8.0 * (1 << 24) / 1e14));  // its flops alone
+  CHECK(plain.compute_time_s(gelu) == test::rel(2.0 * (1 << 24) * 2 / 1e12));
+  CHECK(xla.compute_time_s(gelu) == test::rel(8.0 * (1 << 24) / 1e14));  // its flops alone
   const ComputeWork gemm = work(Kernel::gemm, {{4096, 4096, 4096}, 1});
   CHECK(xla.compute_time_s(gemm) == plain.compute_time_s(gemm));
   const ComputeWork adam = work(Kernel::adam, {{1 << 20, 0, 0}, 1});
@@ -77,7 +78,7 @@ TEST_CASE("batch norm's passes as XLA's BatchNormExpander writes them: 3 tensors
   // a fusing device streams each pass's own bytes (none fuses into a neighbour)
   const RooflineCostModel xla(device(true));
   const NominalWork apply = batch_norm_pass_work(BatchNormPass::grad_apply, s, h);
-  CHECK(xla.compute_time_s({Kernel::batch_norm, h, apply.flops, apply.bytes, s}) == doctest::Approx(apply.bytes / 1e12));
+  CHECK(xla.compute_time_s({Kernel::batch_norm, h, apply.flops, apply.bytes, s}) == test::rel(apply.bytes / 1e12));
 }
 
 TEST_CASE("matrix unit: contraction padded to the rows, the shorter output dimension to the columns") {
@@ -86,12 +87,12 @@ TEST_CASE("matrix unit: contraction padded to the rows, the shorter output dimen
   d.matrix_unit_rows = d.matrix_unit_columns = 128;
   CHECK(d.matrix_unit_utilisation({{4096, 4096, 4096}, 1}) == 1.0);
   // a 3 x 3 convolution 64 -> 64: k = 576 fills 576 of 640 rows, 64 of 128 columns
-  CHECK(d.matrix_unit_utilisation({{100352, 64, 576}, 2}) == doctest::Approx(576.0 / 640 * 0.5));
+  CHECK(d.matrix_unit_utilisation({{100352, 64, 576}, 2}) == test::rel(576.0 / 640 * 0.5));
   // its weight gradient [576 x 64 x 100352]: the contraction fills the rows, 64 of 128 columns
-  CHECK(d.matrix_unit_utilisation({{576, 64, 100352}, 2}) == doctest::Approx(100352.0 / (128 * 784) * 0.5));
+  CHECK(d.matrix_unit_utilisation({{576, 64, 100352}, 2}) == test::rel(100352.0 / (128 * 784) * 0.5));
   // the stem (k = 7 x 7 x 3 = 147 of 256 rows) is the same whichever output dimension streams
   CHECK(d.matrix_unit_utilisation({{64, 200704, 147}, 1}) == d.matrix_unit_utilisation({{200704, 64, 147}, 1}));
-  CHECK(d.matrix_unit_utilisation({{64, 200704, 147}, 1}) == doctest::Approx(147.0 / 256 * 0.5));
+  CHECK(d.matrix_unit_utilisation({{64, 200704, 147}, 1}) == test::rel(147.0 / 256 * 0.5));
   CHECK_THROWS_AS(d.matrix_unit_utilisation({{0, 64, 147}, 1}), std::invalid_argument);
 }
 
@@ -107,12 +108,12 @@ TEST_CASE("a device with a matrix unit takes a GEMM's shape efficiency from the 
   const auto host = std::make_shared<HalfHost>();
   const ComputeWork gemm = work(Kernel::gemm, {{100352, 64, 576}, 1});
   const double best_s = gemm.flops / (1e14 * 0.8);
-  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == doctest::Approx(best_s / 0.5));  // the host's
+  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == test::rel(best_s / 0.5));  // the host's
   d.matrix_unit_rows = d.matrix_unit_columns = 128;
   const double mxu = 576.0 / 640 * 0.5;
-  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == doctest::Approx(best_s / mxu));
-  CHECK(RooflineCostModel(d).compute_time_s(gemm) == doctest::Approx(best_s / mxu));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == test::rel(best_s / mxu));
+  CHECK(RooflineCostModel(d).compute_time_s(gemm) == test::rel(best_s / mxu));
   // memory-bound kernels keep the host's relative efficiency
   const ComputeWork add = work(Kernel::residual_add, {{1 << 20, 0, 0}, 1});
-  CHECK(ProfileCostModel(d, host).compute_time_s(add) == doctest::Approx(2.0 * (1 << 20) / (1e12 * 0.5)));
+  CHECK(ProfileCostModel(d, host).compute_time_s(add) == test::rel(2.0 * (1 << 20) / (1e12 * 0.5)));
 }

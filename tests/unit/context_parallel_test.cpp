@@ -15,6 +15,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "tests/unit/step_graph_count.hpp"
 
@@ -160,12 +161,12 @@ TEST_CASE("all-gather context parallelism (Llama 3): one gather forward, one gat
   // FLOPs as the ring: forward 2 GEMMs of 2 x 128 x 128 x 64 per (pair, block), backward 5; the
   // ring's causal own block (256, its lower triangle with the diagonal) against 2 diagonal 128 blocks.
   const TransformerWorkload r = build_transformer_workload(gqa(2), half(1024), ring(2, 4, 1));
-  CHECK(tw.model_flops == doctest::Approx(r.model_flops).epsilon(1e-12));
+  CHECK(tw.model_flops == test::rel(r.model_flops, 1e-12));
   const double block = 2.0 * 128 * 128 * 64 * 8;  // one GEMM over one block, 8 heads
-  CHECK(executed == doctest::Approx(2 * (2 + 5) * block * (7 + 2 * (129.0 / 256))).epsilon(1e-12));
+  CHECK(executed == test::rel(2 * (2 + 5) * block * (7 + 2 * (129.0 / 256)), 1e-12));
   // Memory: the gathered K and V and their gradients, 2c blocks of 131,072 bytes.
   // (the ring's largest buffer: its 4 blocks or a tensor-parallel collective, both below).
-  CHECK(device_memory(gqa(2), half(1024), p, 0).communication_buffers_bytes == doctest::Approx(8 * 131072.0));
+  CHECK(device_memory(gqa(2), half(1024), p, 0).communication_buffers_bytes == test::rel(8 * 131072.0));
   CHECK(device_memory(gqa(2), half(1024), ring(2, 4, 1), 0).communication_buffers_bytes < 8 * 131072.0);
 }
 
@@ -173,18 +174,18 @@ TEST_CASE("context parallelism: the same FLOPs over c devices, a c-th of the act
   const ModelSpec m = gqa(2);
   const TransformerWorkload one = build_transformer_workload(m, half(1024), ring(2, 1, 1));
   const TransformerWorkload four = build_transformer_workload(m, half(1024), ring(2, 4, 1));
-  CHECK(four.model_flops == doctest::Approx(one.model_flops).epsilon(1e-12));
+  CHECK(four.model_flops == test::rel(one.model_flops, 1e-12));
   // Executed: each of the c devices also runs Adam on all of its (unsharded) parameters.
   CHECK(four.executed_flops > one.executed_flops);
   CHECK(layer_activation_bytes(m, half(1024), ring(2, 4, 1)) ==
-        doctest::Approx(layer_activation_bytes(m, half(1024), ring(2, 1, 1)) / 4).epsilon(1e-12));
+        test::rel(layer_activation_bytes(m, half(1024), ring(2, 1, 1)) / 4, 1e-12));
   // ZeRO 1 shards the optimizer state over data x context = 2 x 4 replicas.
   ParallelPlan z = ring(2, 4, 2);
   z.zero_stage = 1;
   ParallelPlan z0 = z;
   z0.zero_stage = 0;
   const DeviceMemory a = device_memory(m, half(1024), z, 0), b = device_memory(m, half(1024), z0, 0);
-  CHECK(a.optimizer_state_bytes == doctest::Approx(b.optimizer_state_bytes / 8).epsilon(1e-12));
+  CHECK(a.optimizer_state_bytes == test::rel(b.optimizer_state_bytes / 8, 1e-12));
   // The ring's 4 buffers of one block (K and V of 256 tokens x 2 local kv heads x 64, bf16).
   CHECK(b.communication_buffers_bytes >= 4 * 131072.0);
 }
@@ -203,7 +204,7 @@ TEST_CASE("context parallelism: refused without the fused kernel, with a sequenc
 TEST_CASE("ring attention on an ideal machine: the exchange hides under long blocks") {
   // s 8192, c 2: a forward block is 2 x 2 x 4096^2 x 64 x 16 = 68.7 GFLOP, 69 ms at 1e12 flop/s;
   // its K and V (2 x 4096 x 16 x 64 x 2 bytes = 16.8 MB) take 1.7 ms at 10 GB/s: hidden.
-  CHECK(ring_waits(8192).at(0) == doctest::Approx(0).epsilon(1e-12));
+  CHECK(ring_waits(8192).at(0) == doctest::Approx(0).epsilon(1e-12));  // absolute 1 ps: zero up to the clock's rounding
 }
 
 TEST_CASE("ring attention on an ideal machine: the exchange is exposed under short blocks") {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/convnet.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -74,7 +75,7 @@ TEST_CASE("ResNet-50 step: model FLOPs are three forward passes less the stem's 
   const ConvNetWorkload w = build_convnet_workload(resnet50(), PrecisionPolicy::fp16, plan, ConvNetDevice{2});
   const double macs = 4089184256.0;
   const double stem_dgrad = 112.0 * 112 * 64 * 147;  // multiply-adds per image
-  CHECK(w.model_flops == doctest::Approx(256 * 2 * (3 * macs - stem_dgrad)).epsilon(1e-12));
+  CHECK(w.model_flops == test::rel(256 * 2 * (3 * macs - stem_dgrad), 1e-12));
   CHECK(w.images_per_step == 256);
   CHECK(w.parameters == 25557032);
   CHECK(w.workload.rank_count == 4);
@@ -97,7 +98,7 @@ TEST_CASE("ResNet-50 step: model FLOPs are three forward passes less the stem's 
   CHECK(n.count("batch_norm_allreduce") == 0);
   // parameters, gradients and momentum in fp32
   CHECK(w.memory.parameters_bytes + w.memory.gradients_bytes + w.memory.optimizer_state_bytes ==
-        doctest::Approx(12.0 * 25557032));
+        test::rel(12.0 * 25557032));
 }
 
 TEST_CASE("distributed batch norm and weight-update sharding add their collectives") {
@@ -113,7 +114,7 @@ TEST_CASE("distributed batch norm and weight-update sharding add their collectiv
   const GroupTable& bn = w.workload.groups.at("bn");
   CHECK(bn.members.size() == 2);
   CHECK(bn.members[1] == std::vector<int>{4, 5, 6, 7});
-  CHECK(w.memory.optimizer_state_bytes == doctest::Approx(4.0 * 25557032 / 8));
+  CHECK(w.memory.optimizer_state_bytes == test::rel(4.0 * 25557032 / 8));
 }
 
 TEST_CASE("per-tensor gradients (CrossShardOptimizer): ResNet-50's 161 tensors, each its own all-reduce") {
@@ -249,7 +250,7 @@ TEST_CASE("on a tiled device the 64-channel maps' memory-bound passes move twice
   // stem batch norm's statistics read X: 64 images x 112 x 112 x 64 channels x 2 bytes, then 128 channels
   CHECK(bytes(ga, "stem.bn.fwd.statistics") == 64.0 * 112 * 112 * 64 * 2);
   CHECK(bytes(gb, "stem.bn.fwd.statistics") == 64.0 * 112 * 112 * 128 * 2);
-  CHECK(bytes(gb, "s1b0.bn2.bwd.apply") == doctest::Approx(2 * bytes(ga, "s1b0.bn2.bwd.apply")).epsilon(1e-3));
+  CHECK(bytes(gb, "s1b0.bn2.bwd.apply") == test::rel(2 * bytes(ga, "s1b0.bn2.bwd.apply"), 1e-3));
   // 256-channel maps are not padded: the residual add and the 256-channel batch norm keep their bytes
   CHECK(bytes(gb, "s1b0.add.fwd") == bytes(ga, "s1b0.add.fwd"));
   CHECK(bytes(gb, "s1b0.bn3.fwd.normalise") == bytes(ga, "s1b0.bn3.fwd.normalise"));
@@ -287,6 +288,6 @@ TEST_CASE("window-tap convolutions: a GEMM per tap over C_in, the stem on space-
   CHECK(stem.batch == 2 * 16);
   // model FLOPs unchanged; executed FLOPs gain the stem's zero taps, forward and weight gradient:
   // 2 flops x 256 images x 112 x 112 pixels x 64 x (16 x 12 - 49 x 3) per pass
-  CHECK(b.model_flops == doctest::Approx(a.model_flops).epsilon(1e-12));
-  CHECK(b.executed_flops - a.executed_flops == doctest::Approx(2 * 2.0 * 256 * 112 * 112 * 64 * (192 - 147)));
+  CHECK(b.model_flops == test::rel(a.model_flops, 1e-12));
+  CHECK(b.executed_flops - a.executed_flops == test::rel(2 * 2.0 * 256 * 112 * 112 * 64 * (192 - 147)));
 }

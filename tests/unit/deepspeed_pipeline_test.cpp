@@ -18,6 +18,7 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
@@ -190,7 +191,7 @@ TEST_CASE("DeepSpeed's blocking exchanges: 2 stages, 4 micro-batches, the step t
   const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   const double c = 2 * kLatency_s + kBytes / kBandwidth_Bps;
-  CHECK(res.step_time_s == doctest::Approx(15 + 8 * c).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(15 + 8 * c, 1e-9));
 }
 
 TEST_CASE("DeepSpeed's engine in the transformer: partitioned activations, whole gradients, a handshake per exchange") {
@@ -204,14 +205,14 @@ TEST_CASE("DeepSpeed's engine in the transformer: partitioned activations, whole
   auto meg0 = ops_by_label(mg.workload.programs[0]), meg1 = ops_by_label(mg.workload.programs[1]);
   auto ds0 = ops_by_label(ds.workload.programs[0]), ds1 = ops_by_label(ds.workload.programs[1]);
   // Megatron: 1/t of each message, gathered on arrival, in both directions.
-  CHECK(meg0["pp_send_activations"].second == doctest::Approx(activation_bytes / 2));
-  CHECK(meg1["pp_send_gradients"].second == doctest::Approx(activation_bytes / 2));
+  CHECK(meg0["pp_send_activations"].second == test::rel(activation_bytes / 2));
+  CHECK(meg1["pp_send_gradients"].second == test::rel(activation_bytes / 2));
   CHECK(meg0["pp_all_gather"].first == 4);
   CHECK(meg1["pp_all_gather"].first == 4);
   // DeepSpeed: the activations partitioned (1/t, gathered by the receiver, and by the sender again
   // before the gradient comes back), the gradients whole (no gather).
-  CHECK(ds0["pp_send_activations"].second == doctest::Approx(activation_bytes / 2));
-  CHECK(ds1["pp_send_gradients"].second == doctest::Approx(activation_bytes));
+  CHECK(ds0["pp_send_activations"].second == test::rel(activation_bytes / 2));
+  CHECK(ds1["pp_send_gradients"].second == test::rel(activation_bytes));
   CHECK(ds1["pp_all_gather"].first == 4);
   CHECK(ds0.count("pp_all_gather") == 0);
   CHECK(ds0["pp_restore_output"].first == 4);
@@ -251,9 +252,9 @@ TEST_CASE("DeepSpeed's BF16_Optimizer: fp32 gradients all-reduced whole under Ze
       if (const auto* c = std::get_if<CollectiveWork>(&op.work); c && op.label.rfind("grad_", 0) == 0 &&
                                                                  c->group_role == "dp") {
         CHECK(op.label == (deepspeed ? "grad_all_reduce" : "grad_reduce_scatter"));
-        if (deepspeed) CHECK(c->bytes == doctest::Approx(stage0_params * 4));  // fp32, 4 bytes a parameter
+        if (deepspeed) CHECK(c->bytes == test::rel(stage0_params * 4));  // fp32, 4 bytes a parameter
       }
-      if (op.label == "hp_grad_add") CHECK(std::get<ComputeWork>(op.work).bytes == doctest::Approx(12 * stage0_params));
+      if (op.label == "hp_grad_add") CHECK(std::get<ComputeWork>(op.work).bytes == test::rel(12 * stage0_params));
     }
 }
 
@@ -300,10 +301,10 @@ TEST_CASE("DeepSpeed's buffered all-reduce: whole tensors in buckets closed past
   for (const auto& b : deepspeed_allreduce_buckets({1887436800, 99840}))
     buckets_s += CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 8, 4 * b.elements)
                      .alpha_beta_time_s(alpha_s, beta_Bps);
-  CHECK(buckets_s == doctest::Approx(0.528552304 + 97.9552e-6).epsilon(1e-12));
+  CHECK(buckets_s == test::rel(0.528552304 + 97.9552e-6, 1e-12));
   const double whole_s = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 8,
                                             4 * (1887436800.0 + 99840)).alpha_beta_time_s(alpha_s, beta_Bps);
-  CHECK(buckets_s - whole_s == doctest::Approx(14 * alpha_s).epsilon(1e-6));
+  CHECK(buckets_s - whole_s == test::rel(14 * alpha_s, 1e-6));
 }
 
 TEST_CASE("BF16_Optimizer's reduction in the graph: a bucket per flat buffer, post-scaled, the tied embedding's") {
@@ -327,7 +328,7 @@ TEST_CASE("BF16_Optimizer's reduction in the graph: a bucket per flat buffer, po
   const double no_decay = 212992, weights[2] = {1610612736.0 + 420478976, 1610612736.0 + 419430400};
   const double tied_bytes = 51200.0 * 8192 * 4;  // fp32 (weight._hp_grad)
   for (int s = 0; s < 2; ++s) {
-    CHECK(stage_dense_parameters(m, t, p, s) == doctest::Approx(weights[s] + no_decay));
+    CHECK(stage_dense_parameters(m, t, p, s) == test::rel(weights[s] + no_decay));
     std::vector<double> reduced, postscaled;
     int flattens = 0, tied_sends = 0;
     const StepGraph& g = ds.workload.programs[s];
@@ -338,16 +339,16 @@ TEST_CASE("BF16_Optimizer's reduction in the graph: a bucket per flat buffer, po
       if (op.label == "grad_flatten" || op.label == "grad_copy_back") ++flattens;
       if (op.label == "tied_grad_send") {
         ++tied_sends;
-        CHECK(std::get<TransferWork>(op.work).bytes == doctest::Approx(tied_bytes / 2));
+        CHECK(std::get<TransferWork>(op.work).bytes == test::rel(tied_bytes / 2));
         CHECK(std::get<TransferWork>(op.work).offset == (s == 0 ? 1 : -1));
       }
     }
     // Two buckets, each one buffer (no flatten, no copy back), fp32, in the groups' order.
     REQUIRE(reduced.size() == 2);
-    CHECK(reduced[0] == doctest::Approx(4 * weights[s]));
-    CHECK(reduced[1] == doctest::Approx(4 * no_decay));
+    CHECK(reduced[0] == test::rel(4 * weights[s]));
+    CHECK(reduced[1] == test::rel(4 * no_decay));
     REQUIRE(postscaled.size() == 2);
-    CHECK(postscaled[0] == doctest::Approx(8 * weights[s]));  // mul_ by 1/d: read and written
+    CHECK(postscaled[0] == test::rel(8 * weights[s]));  // mul_ by 1/d: read and written
     CHECK(flattens == 0);
     CHECK(tied_sends == 2);  // the ring of two: reduce-scatter and all-gather, half the buffer each
   }

@@ -18,6 +18,7 @@
 
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/faults.hpp"
@@ -269,11 +270,11 @@ double ring_closed_form_s(int hops) {
 }  // namespace
 
 TEST_CASE("failures sim: the ring over row 0 without a failure is 2 (n - 1) (L + S / n / B)") {
-  CHECK(ring_on_torus_s(false, Fidelity::exhaustive) == doctest::Approx(ring_closed_form_s(1)).epsilon(1e-6));
+  CHECK(ring_on_torus_s(false, Fidelity::exhaustive) == test::rel(ring_closed_form_s(1), 1e-6));
 }
 
 TEST_CASE("failures sim: with chip 1 failed the ring re-formed through spare chip 4 is 2 (n - 1) (3 L + S / n / B)") {
-  CHECK(ring_on_torus_s(true, Fidelity::exhaustive) == doctest::Approx(ring_closed_form_s(3)).epsilon(1e-6));
+  CHECK(ring_on_torus_s(true, Fidelity::exhaustive) == test::rel(ring_closed_form_s(3), 1e-6));
 }
 
 // Folded, a representative's flow mapped every node-private link of its route onto its own (the
@@ -284,7 +285,7 @@ TEST_CASE("failures sim: with chip 1 failed the ring re-formed through spare chi
 // hold no rank, so the hop 4 -> 2 crosses x_minus 4 (the spare's own), x_minus 7 and y_plus 6, each
 // once, as exhaustively: 2 (n - 1) (3 L + S / n / B).
 TEST_CASE("failures sim: folded, the spare's 3-link hop crosses each chip's link once, as exhaustively") {
-  CHECK(ring_on_torus_s(true, Fidelity::folded) == doctest::Approx(ring_closed_form_s(3)).epsilon(1e-6));
+  CHECK(ring_on_torus_s(true, Fidelity::folded) == test::rel(ring_closed_form_s(3), 1e-6));
 }
 
 // A ring all-reduce of 64 MB over GPUs 0-7 of the small fat tree (nodes 0-3; leaf 0 holds GPUs 0-3,
@@ -326,9 +327,9 @@ TEST_CASE("failures: ranks whose ring neighbours lie across a degraded leaf up-l
 }
 
 TEST_CASE("failures sim: a ring across a degraded leaf up-link, exhaustive, against its hand-computed time") {
-  CHECK(degraded_leaf_ring_s(Fidelity::exhaustive) == doctest::Approx(degraded_leaf_closed_form_s()).epsilon(1e-6));
+  CHECK(degraded_leaf_ring_s(Fidelity::exhaustive) == test::rel(degraded_leaf_closed_form_s(), 1e-6));
 }
 
 TEST_CASE("failures sim: a ring across a degraded leaf up-link, folded, against its hand-computed time") {
-  CHECK(degraded_leaf_ring_s(Fidelity::folded) == doctest::Approx(degraded_leaf_closed_form_s()).epsilon(1e-6));
+  CHECK(degraded_leaf_ring_s(Fidelity::folded) == test::rel(degraded_leaf_closed_form_s(), 1e-6));
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
@@ -111,20 +112,20 @@ TEST_CASE("fat tree: link kinds, bandwidths and device counts") {
   const FatTreeNetwork net(m, Precision::fp16);
   CHECK(net.node_count() == 32);
   CHECK(net.compute_units_per_node() == 1);
-  CHECK(net.compute_unit_speed_flops_per_s() == doctest::Approx(312e12));
+  CHECK(net.compute_unit_speed_flops_per_s() == test::rel(312e12));
   const auto& k = net.link_kinds();
   REQUIRE(k.size() == 8);
-  CHECK(k[K::nvlink_up].bandwidth_Bps == doctest::Approx(kNvlink));
-  CHECK(k[K::nvlink_up].latency_s == doctest::Approx(kNvLat));
+  CHECK(k[K::nvlink_up].bandwidth_Bps == test::rel(kNvlink));
+  CHECK(k[K::nvlink_up].latency_s == test::rel(kNvLat));
   CHECK(k[K::nvlink_down].node_private);
-  CHECK(k[K::nic_up].bandwidth_Bps == doctest::Approx(kNic));
+  CHECK(k[K::nic_up].bandwidth_Bps == test::rel(kNic));
   CHECK(k[K::nic_up].node_private);  // one NIC per GPU
   // A rail leaf holds one NIC of each of its group's 2 nodes: 2 x 10 GB/s.
-  CHECK(k[K::leaf_uplink].bandwidth_Bps == doctest::Approx(20e9));
+  CHECK(k[K::leaf_uplink].bandwidth_Bps == test::rel(20e9));
   CHECK_FALSE(k[K::leaf_uplink].node_private);
   // A spine group: 2 leaf groups x 2 nodes x 4 NICs x 10 GB/s.
-  CHECK(k[K::spine_uplink].bandwidth_Bps == doctest::Approx(160e9));
-  CHECK(k[K::spine_downlink].latency_s == doctest::Approx(kLat));
+  CHECK(k[K::spine_uplink].bandwidth_Bps == test::rel(160e9));
+  CHECK(k[K::spine_downlink].latency_s == test::rel(kLat));
   CHECK(net.node_name(13) == "n3.gpu1");
 }
 
@@ -133,9 +134,9 @@ TEST_CASE("fat tree: tapers divide the leaf and spine uplinks") {
   m.gpu.leaf_taper = 2;
   m.gpu.spine_taper = 4;
   const FatTreeNetwork net(m, Precision::fp32);
-  CHECK(net.link_kinds()[K::leaf_uplink].bandwidth_Bps == doctest::Approx(10e9));
-  CHECK(net.link_kinds()[K::leaf_downlink].bandwidth_Bps == doctest::Approx(10e9));
-  CHECK(net.link_kinds()[K::spine_uplink].bandwidth_Bps == doctest::Approx(160e9 / 8));
+  CHECK(net.link_kinds()[K::leaf_uplink].bandwidth_Bps == test::rel(10e9));
+  CHECK(net.link_kinds()[K::leaf_downlink].bandwidth_Bps == test::rel(10e9));
+  CHECK(net.link_kinds()[K::spine_uplink].bandwidth_Bps == test::rel(160e9 / 8));
 }
 
 TEST_CASE("fat tree: paths by hand") {
@@ -173,7 +174,7 @@ TEST_CASE("fat tree: two GPUs per NIC share it, and a non-rail leaf holds whole 
   CHECK(shared.domain_of(K::nic_up, 6) == 3);  // node 1, rail 1
   CHECK(path_of(shared, 3, 7) == std::vector<LinkRef>{{K::nic_up, 1}, {K::nic_down, 3}});
   // A rail leaf now holds 2 nodes' NIC of that rail: still 2 x 10 GB/s.
-  CHECK(shared.link_kinds()[K::leaf_uplink].bandwidth_Bps == doctest::Approx(20e9));
+  CHECK(shared.link_kinds()[K::leaf_uplink].bandwidth_Bps == test::rel(20e9));
   m = small_cluster();
   m.gpu.rail_optimized = false;
   const FatTreeNetwork plain(m, Precision::fp32);
@@ -181,7 +182,7 @@ TEST_CASE("fat tree: two GPUs per NIC share it, and a non-rail leaf holds whole 
   CHECK(path_of(plain, 0, 9) ==
         std::vector<LinkRef>{{K::nic_up, 0}, {K::leaf_uplink, 0}, {K::leaf_downlink, 1}, {K::nic_down, 9}});
   // The leaf holds 2 nodes x 4 NICs.
-  CHECK(plain.link_kinds()[K::leaf_uplink].bandwidth_Bps == doctest::Approx(80e9));
+  CHECK(plain.link_kinds()[K::leaf_uplink].bandwidth_Bps == test::rel(80e9));
 }
 
 TEST_CASE("fat tree: impossible machines throw") {
@@ -210,7 +211,7 @@ TEST_CASE("fat tree sim: ring all_reduce over the 16 GPUs of two nodes matches t
   const SimResult res = simulate_one(net, m, n, CollectiveKind::all_reduce, CollectiveAlgorithm::ring, bytes);
   const double expected =
       CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, n, bytes).alpha_beta_time_s(4 * kLat, kNic);
-  CHECK(expected == doctest::Approx(30 * (4 * kLat + bytes / 16 / kNic)));
+  CHECK(expected == test::rel(30 * (4 * kLat + bytes / 16 / kNic)));
   INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
   CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
 }

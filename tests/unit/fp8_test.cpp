@@ -13,6 +13,7 @@
 #include "costs/profile_cost_model.hpp"
 #include "models/graph_builder.hpp"
 #include "models/transformer.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -114,7 +115,7 @@ TEST_CASE("fp8: the layers' linears run in fp8 with their casts, the logits and 
   CHECK(plain.count("fp8_cast_transpose") == 0);
   CHECK(plain.count("fp8_amax_all_reduce") == 0);
   // The same model FLOPs.
-  CHECK(tw.model_flops == doctest::Approx(build_transformer_workload(gpt(), training(PrecisionPolicy::bf16), plan()).model_flops));
+  CHECK(tw.model_flops == test::rel(build_transformer_workload(gpt(), training(PrecisionPolicy::bf16), plan()).model_flops));
 }
 
 TEST_CASE("fp8: memory keeps the bf16 weights and master state, plus each layer weight's fp8 copy and transpose") {
@@ -122,7 +123,7 @@ TEST_CASE("fp8: memory keeps the bf16 weights and master state, plus each layer 
   const DeviceMemory b = device_memory(gpt(), training(PrecisionPolicy::bf16), plan(), 0);
   // Per layer: 12 h^2 + 13 h parameters over t = 2.
   const double per_layer = (12.0 * 1024 * 1024 + 13 * 1024) / 2;
-  CHECK(f.parameters_bytes - b.parameters_bytes == doctest::Approx(2 * 2 * per_layer));
+  CHECK(f.parameters_bytes - b.parameters_bytes == test::rel(2 * 2 * per_layer));
   CHECK(f.optimizer_state_bytes == b.optimizer_state_bytes);
   CHECK(f.activations_bytes == b.activations_bytes);
 }
@@ -170,9 +171,9 @@ TEST_CASE("fp8: a linear's GEMM runs at the H100 file's fp8 peak x fp8 GEMM effi
   const KernelShape big = gemm_shape(8192, 8192, 8192, 1);
   const double fp8_s = cost.compute_time_s({Kernel::gemm, Precision::fp8, flops, 0, big});
   CHECK(host->asked == Precision::fp16);
-  CHECK(fp8_s == doctest::Approx(flops / (1979e12 * s.machine.gemm_efficiency.at(Precision::fp8))));
+  CHECK(fp8_s == test::rel(flops / (1979e12 * s.machine.gemm_efficiency.at(Precision::fp8))));
   const double bf16_s = cost.compute_time_s({Kernel::gemm, Precision::fp16, flops, 0, big});
-  CHECK(bf16_s == doctest::Approx(flops / (989e12 * s.machine.gemm_efficiency.at(Precision::fp16))));
+  CHECK(bf16_s == test::rel(flops / (989e12 * s.machine.gemm_efficiency.at(Precision::fp16))));
   CHECK(fp8_s < bf16_s);
   // A device without fp8 figures cannot cost an fp8 GEMM.
   d.peak_flops_per_s.erase(Precision::fp8);

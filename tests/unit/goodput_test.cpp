@@ -14,6 +14,7 @@
 #include "app/scenario.hpp"
 #include "models/goodput.hpp"
 #include "models/memory_model.hpp"
+#include "tests/unit/approx.hpp"
 #include "topologies/faults.hpp"
 
 using namespace exasim;
@@ -21,16 +22,16 @@ using json = nlohmann::json;
 
 TEST_CASE("goodput: Young's interval and Daly's higher-order optimum against Daly's Figs. 3-5") {
   const double min = 60, h = 3600;
-  CHECK(young_interval_s(5 * min, 24 * h) == doctest::Approx(120 * min));  // sqrt(2 x 5 x 1440) min
+  CHECK(young_interval_s(5 * min, 24 * h) == test::rel(120 * min));  // sqrt(2 x 5 x 1440) min
   // Daly (2006) Figs. 3, 4, 5: delta = 5 min, M = 24 h, 6 h, 15 min -> 117, 57 and 9.1 min.
-  CHECK(daly_interval_s(5 * min, 24 * h) / min == doctest::Approx(117).epsilon(0.005));
-  CHECK(daly_interval_s(5 * min, 6 * h) / min == doctest::Approx(57).epsilon(0.01));
-  CHECK(daly_interval_s(5 * min, 15 * min) / min == doctest::Approx(9.1).epsilon(0.01));
+  CHECK(daly_interval_s(5 * min, 24 * h) / min == test::rel(117, 0.005));
+  CHECK(daly_interval_s(5 * min, 6 * h) / min == test::rel(57, 0.01));
+  CHECK(daly_interval_s(5 * min, 15 * min) / min == test::rel(9.1, 0.01));
   // By hand for M = 24 h: xi = 5/2880, 120 (1 + sqrt(xi)/3 + xi/9) - 5 = 116.69 min.
   const double xi = 5.0 / 2880;
-  CHECK(daly_interval_s(5 * min, 24 * h) / min == doctest::Approx(120 * (1 + std::sqrt(xi) / 3 + xi / 9) - 5));
+  CHECK(daly_interval_s(5 * min, 24 * h) / min == test::rel(120 * (1 + std::sqrt(xi) / 3 + xi / 9) - 5));
   // A checkpoint as long as twice the MTTI: checkpoint every M.
-  CHECK(daly_interval_s(3 * h, 1 * h) == doctest::Approx(1 * h));
+  CHECK(daly_interval_s(3 * h, 1 * h) == test::rel(1 * h));
 }
 
 TEST_CASE("goodput: Daly's wall-time model, its optimum and its first-order limit") {
@@ -38,24 +39,24 @@ TEST_CASE("goodput: Daly's wall-time model, its optimum and its first-order limi
   const double tau = daly_interval_s(delta, M);
   // T_s / T_w = tau / (M e^{R/M} (e^{(tau + delta)/M} - 1)) by hand.
   CHECK(daly_goodput(tau, delta, R, M) ==
-        doctest::Approx(tau / (M * std::exp(R / M) * (std::exp((tau + delta) / M) - 1))));
+        test::rel(tau / (M * std::exp(R / M) * (std::exp((tau + delta) / M) - 1))));
   // Daly's tau is (nearly) the maximum: 10 % either side is worse.
   CHECK(daly_goodput(tau, delta, R, M) > daly_goodput(0.9 * tau, delta, R, M));
   CHECK(daly_goodput(tau, delta, R, M) > daly_goodput(1.1 * tau, delta, R, M));
   // delta, tau << M: 1 - goodput ~ delta/tau + (tau + delta)/(2M) + R/M (Young's first order).
   const double M2 = 1e9, d2 = 10, t2 = young_interval_s(d2, M2);
-  CHECK(1 - daly_goodput(t2, d2, 0, M2) == doctest::Approx(d2 / t2 + (t2 + d2) / (2 * M2)).epsilon(1e-3));
+  CHECK(1 - daly_goodput(t2, d2, 0, M2) == test::rel(d2 / t2 + (t2 + d2) / (2 * M2), 1e-3));
 }
 
 TEST_CASE("goodput: the job's MTTI adds the components' failure rates") {
   ResilienceSpec r;
   r.node_mtbf_s = 1e8;
   const JobComponents c{1000, 2000, 10};
-  CHECK(job_mtti_s(c, r) == doctest::Approx(1e5));
+  CHECK(job_mtti_s(c, r) == test::rel(1e5));
   r.link_mtbf_s = 4e8;
   r.switch_mtbf_s = 1e7;
   // 1000/1e8 + 2000/4e8 + 10/1e7 = 1e-5 + 5e-6 + 1e-6
-  CHECK(job_mtti_s(c, r) == doctest::Approx(1 / 1.6e-5));
+  CHECK(job_mtti_s(c, r) == test::rel(1 / 1.6e-5));
   r.node_mtbf_s = 0;
   CHECK_THROWS_AS(job_mtti_s(c, r), std::invalid_argument);
 }
@@ -66,27 +67,27 @@ TEST_CASE("goodput: the interval is a whole number of steps, the given one or Da
   r.restart_s = 300;
   const JobComponents c{1000, 0, 0};
   const GoodputResult g = expected_goodput(r, c, 1e12, 1e10, 7.0);  // delta = 100 s
-  CHECK(g.mtti_s == doctest::Approx(36000));
-  CHECK(g.checkpoint_write_s == doctest::Approx(100));
+  CHECK(g.mtti_s == test::rel(36000));
+  CHECK(g.checkpoint_write_s == test::rel(100));
   CHECK_FALSE(g.interval_given);
   CHECK(g.interval_steps == std::round(daly_interval_s(100, 36000) / 7.0));
-  CHECK(g.interval_s == doctest::Approx(g.interval_steps * 7.0));
-  CHECK(g.goodput == doctest::Approx(daly_goodput(g.interval_s, 100, 300, 36000)));
+  CHECK(g.interval_s == test::rel(g.interval_steps * 7.0));
+  CHECK(g.goodput == test::rel(daly_goodput(g.interval_s, 100, 300, 36000)));
   r.checkpoint_interval_s = 1;  // shorter than a step: every step
   CHECK(expected_goodput(r, c, 1e12, 1e10, 7.0).interval_steps == 1);
 }
 
 TEST_CASE("goodput: the checkpoint holds each parameter's working copy and optimizer state once") {
   // fp32: 4 bytes of weights + 8 of Adam moments; fp16 mixed: 2 + 4 (master) + 8.
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 0, 0) == doctest::Approx(12e9));
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp16, 1e9, 0, 0) == doctest::Approx(14e9));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 0, 0) == test::rel(12e9));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp16, 1e9, 0, 0) == test::rel(14e9));
   // BaGuaLu's layer-wise mode: experts in half with fp32 masters, the rest fp32 without.
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 0) == doctest::Approx(4e8 * 12 + 6e8 * 14));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 0) == test::rel(4e8 * 12 + 6e8 * 14));
   // ... and its gates with the experts (half, fp32 master: 2 + 4 + 8); under fp32 a gate is shared.
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 1e8) == doctest::Approx(3e8 * 12 + 7e8 * 14));
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8) == doctest::Approx(12e9));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::mixed, 1e9, 6e8, 1e8) == test::rel(3e8 * 12 + 7e8 * 14));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8) == test::rel(12e9));
   // Adafactor keeps no per-parameter moments (its factored statistics are not counted): 4 bytes each.
-  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8, Optimizer::adafactor) == doctest::Approx(4e9));
+  CHECK(checkpoint_state_bytes(PrecisionPolicy::fp32, 1e9, 6e8, 1e8, Optimizer::adafactor) == test::rel(4e9));
 }
 
 TEST_CASE("goodput: a job's components per machine family") {
@@ -144,12 +145,12 @@ TEST_CASE("goodput: a scenario's resilience block reaches the report") {
   const Prediction p = predict(parse_scenario(resilient_scenario().dump(), "r.json"), o);
   REQUIRE(p.goodput);
   // 2 nodes: M = 1.8e6 s; 14 bytes per parameter at 1 GB/s.
-  CHECK(p.goodput->mtti_s == doctest::Approx(1.8e6));
-  CHECK(p.goodput->checkpoint_bytes == doctest::Approx(14 * p.parameters));
-  CHECK(p.goodput->checkpoint_write_s == doctest::Approx(14 * p.parameters / 1e9));
+  CHECK(p.goodput->mtti_s == test::rel(1.8e6));
+  CHECK(p.goodput->checkpoint_bytes == test::rel(14 * p.parameters));
+  CHECK(p.goodput->checkpoint_write_s == test::rel(14 * p.parameters / 1e9));
   const json r = report_json(p);
-  CHECK(r.at("goodput").get<double>() == doctest::Approx(p.goodput->goodput));
-  CHECK(r.at("effective_tokens_per_s").get<double>() == doctest::Approx(p.tokens_per_s * p.goodput->goodput));
+  CHECK(r.at("goodput").get<double>() == test::rel(p.goodput->goodput));
+  CHECK(r.at("effective_tokens_per_s").get<double>() == test::rel(p.tokens_per_s * p.goodput->goodput));
   CHECK(p.goodput->goodput < 1);
   CHECK(p.goodput->goodput > 0.99);
 }

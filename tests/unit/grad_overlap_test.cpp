@@ -15,6 +15,7 @@
 #include "app/scenario.hpp"
 #include "costs/profile_cost_model.hpp"
 #include "models/transformer.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -178,7 +179,7 @@ TEST_CASE("distributed optimizer: ZeRO 1 reduce-scatter and all-gather, overlapp
   // Adam runs on a quarter of the parameters.
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (g[v].label == "adam")
-      CHECK(double(std::get<ComputeWork>(g[v].work).shape.dims[0]) == doctest::Approx((2 * layer + rest) / 4).epsilon(1e-6));
+      CHECK(double(std::get<ComputeWork>(g[v].work).shape.dims[0]) == test::rel((2 * layer + rest) / 4, 1e-6));
 }
 
 TEST_CASE("reduce_scatter_per_micro_batch and grad_reduce_in_fp32: FSDP's reduce-scatter after every micro-batch, by hand") {

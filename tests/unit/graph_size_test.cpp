@@ -16,6 +16,7 @@
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
 #include "models/graph_size.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -44,7 +45,7 @@ void check_estimate(const Scenario& sc, const PredictOptions& o) {
   const double built = longest_program_ops(p.workload);
   CHECK(built <= e.ops_per_rank);
   CHECK(e.ops_per_rank <= 8 * built);
-  CHECK(e.ranks == doctest::Approx(p.ranks));
+  CHECK(e.ranks == test::rel(p.ranks));
   CHECK(e.ops_x_ranks() * 10 <= kDefaultMaxGraphOps);
 }
 

@@ -9,6 +9,7 @@
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
 #include "sim/group_flows.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/machine_families.hpp"
@@ -38,8 +39,8 @@ std::vector<double> ends_ms(const CollectiveSchedule& s, Latency latency_s, doub
 TEST_CASE("group flows: two members' ring all-reduce, by hand") {
   const CollectiveSchedule s(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 2, 4e6);
   const auto e = ends_ms(s, [](int, int) { return 1e-3; }, 0.5e-3);
-  CHECK(e[0] == doctest::Approx(6.5));
-  CHECK(e[1] == doctest::Approx(6.5));
+  CHECK(e[0] == test::rel(6.5));
+  CHECK(e[1] == test::rel(6.5));
 }
 
 // The tree over 4 nodes, one member each, one chunk of 2 MB (2 ms alone). Step 0: 0 -> 1 and 2 -> 1
@@ -50,7 +51,7 @@ TEST_CASE("group flows: the tree over 4 nodes, flows that meet share a link, by 
   const auto e = ends_ms(s, [](int, int) { return 0.0; });
   CHECK(e == std::vector<double>{12, 12, 12, 12});
   const auto lock = s.tree_lockstep_end_s([](int, int, double bytes) { return bytes / 1e9; });
-  CHECK(lock[1] * 1e3 == doctest::Approx(12));
+  CHECK(lock[1] * 1e3 == test::rel(12));
 }
 
 // The same with 3 ms of latency on 3 -> 2 only: 1 -> 2 is over (2 ms) before 3 -> 2 moves (3 to 5 ms),
@@ -65,12 +66,12 @@ TEST_CASE("group flows: flows that do not meet do not share (the lockstep's over
   auto lat = [](int from, int to) { return from == 3 && to == 2 ? 3e-3 : 0.0; };
   const auto e = ends_ms(s, lat);
   REQUIRE(e.size() == 4);
-  CHECK(e[0] == doctest::Approx(12));
-  CHECK(e[1] == doctest::Approx(14));
-  CHECK(e[2] == doctest::Approx(14));
-  CHECK(e[3] == doctest::Approx(14));
+  CHECK(e[0] == test::rel(12));
+  CHECK(e[1] == test::rel(14));
+  CHECK(e[2] == test::rel(14));
+  CHECK(e[3] == test::rel(14));
   const auto lock = s.tree_lockstep_end_s([&](int from, int to, double bytes) { return lat(from, to) + bytes / 1e9; });
-  CHECK(lock[1] * 1e3 == doctest::Approx(15));
+  CHECK(lock[1] * 1e3 == test::rel(15));
 }
 
 // Weighted shares (GroupFlowPath::weight, CM02's: inversely proportional to the route's latency). A
@@ -91,9 +92,9 @@ TEST_CASE("group flows: shares weighted by route latency, by hand") {
     }, 0);
     for (double& x : e) x *= 1e3;
     REQUIRE(e.size() == 3);
-    CHECK(e[0] == doctest::Approx(4.0));
-    CHECK(e[1] == doctest::Approx(4.0));
-    CHECK(e[2] == doctest::Approx(weighted ? 10.0 / 3 : 4.0));
+    CHECK(e[0] == test::rel(4.0));
+    CHECK(e[1] == test::rel(4.0));
+    CHECK(e[2] == test::rel(weighted ? 10.0 / 3 : 4.0));
   }
 }
 
@@ -137,13 +138,13 @@ constexpr double kTree128Exhaustive_s = 784.932062e-6;  // measured, see above
 }  // namespace
 
 TEST_CASE("group flows: 128-rank tree across spine groups, exhaustive") {
-  CHECK(tree_128_s(Fidelity::exhaustive) == doctest::Approx(kTree128Exhaustive_s).epsilon(1e-6).scale(0));
+  CHECK(tree_128_s(Fidelity::exhaustive) == test::rel(kTree128Exhaustive_s, 1e-6));
 }
 
 TEST_CASE("group flows: 128-rank tree across spine groups, folded within 2 % of exhaustive") {
   const double t = tree_128_s(Fidelity::folded);
   CHECK(std::fabs(t / kTree128Exhaustive_s - 1) <= 0.02);
-  CHECK(t == doctest::Approx(784.932926e-6).epsilon(1e-6).scale(0));
+  CHECK(t == test::rel(784.932926e-6, 1e-6));
 }
 
 TEST_CASE("group flows: 128-rank tree across spine groups, the lockstep (analytic) is not") {
@@ -151,6 +152,6 @@ TEST_CASE("group flows: 128-rank tree across spine groups, the lockstep (analyti
   const FatTreeNetwork net(m, Precision::fp32);
   const RooflineCostModel cost(device_profile_of(m));
   const double t = estimate_step(tree_128(m), net, cost).step_time_s;
-  CHECK(t == doctest::Approx(815.714286e-6).epsilon(1e-6).scale(0));
+  CHECK(t == test::rel(815.714286e-6, 1e-6));
   CHECK(t / kTree128Exhaustive_s - 1 > 0.03);
 }

@@ -13,6 +13,7 @@
 #include "sim/analytic.hpp"
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "topologies/mpich_tuning.hpp"
 
@@ -47,7 +48,7 @@ void check_sends(const std::vector<Sent>& got, const std::vector<Sent>& want) {
   for (size_t k = 0; k < got.size(); ++k) {
     INFO("step ", k);
     CHECK(got[k].peer == want[k].peer);
-    CHECK(got[k].bytes == doctest::Approx(want[k].bytes));
+    CHECK(got[k].bytes == test::rel(want[k].bytes));
   }
 }
 
@@ -77,8 +78,8 @@ TEST_CASE("halving/doubling: Rabenseifner all_reduce of 8 by hand") {
   check_sends(sends_of(s, 0), {{1, n / 2}, {2, n / 4}, {4, n / 8}, {4, n / 8}, {2, n / 4}, {1, n / 2}});
   check_sends(sends_of(s, 5), {{4, n / 2}, {7, n / 4}, {1, n / 8}, {1, n / 8}, {7, n / 4}, {4, n / 2}});
   // 2 log2(p) alpha + 2 (p-1)/p n beta = 6 x 4 us + 1.75 x 8e6 / 1e10 = 24 us + 1400 us
-  CHECK(s.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(6 * 4e-6 + 2.0 * 7 / 8 * n / 1e10));
-  CHECK(s.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(1424e-6));
+  CHECK(s.alpha_beta_time_s(4e-6, 1e10) == test::rel(6 * 4e-6 + 2.0 * 7 / 8 * n / 1e10));
+  CHECK(s.alpha_beta_time_s(4e-6, 1e10) == test::rel(1424e-6));
   CHECK(s.messages_per_member() == 6);
 }
 
@@ -87,16 +88,16 @@ TEST_CASE("halving/doubling: recursive-halving reduce_scatter and recursive-doub
   const CollectiveSchedule rs(K::reduce_scatter, A::rabenseifner, 8, n);
   CHECK(rs.step_count() == 3);
   check_sends(sends_of(rs, 0), {{4, n / 2}, {2, n / 4}, {1, n / 8}});  // MPICH: the far half first
-  CHECK(rs.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(3 * 4e-6 + 7.0 / 8 * n / 1e10));
+  CHECK(rs.alpha_beta_time_s(4e-6, 1e10) == test::rel(3 * 4e-6 + 7.0 / 8 * n / 1e10));
   const CollectiveSchedule ag(K::all_gather, A::recursive_doubling, 8, n);
   check_sends(sends_of(ag, 3), {{2, n / 8}, {1, n / 4}, {7, n / 2}});
-  CHECK(ag.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(3 * 4e-6 + 7.0 / 8 * n / 1e10));
+  CHECK(ag.alpha_beta_time_s(4e-6, 1e10) == test::rel(3 * 4e-6 + 7.0 / 8 * n / 1e10));
   const CollectiveSchedule ar(K::all_reduce, A::recursive_doubling, 8, n);  // the whole buffer each step
   check_sends(sends_of(ar, 6), {{7, n}, {4, n}, {2, n}});
-  CHECK(ar.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(3 * (4e-6 + n / 1e10)));
+  CHECK(ar.alpha_beta_time_s(4e-6, 1e10) == test::rel(3 * (4e-6 + n / 1e10)));
   const CollectiveSchedule pw(K::reduce_scatter, A::pairwise, 4, n);  // MPICH's long reduce-scatter
   check_sends(sends_of(pw, 1), {{2, n / 4}, {3, n / 4}, {0, n / 4}});
-  CHECK(pw.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(3 * (4e-6 + n / 4 / 1e10)));
+  CHECK(pw.alpha_beta_time_s(4e-6, 1e10) == test::rel(3 * (4e-6 + n / 4 / 1e10)));
 }
 
 // 6 members: p' = 4, r = 2. Members 0 and 2 send their buffer to 1 and 3 and sit out; new ranks
@@ -117,7 +118,7 @@ TEST_CASE("halving/doubling: Rabenseifner all_reduce of 6 takes MPICH's pre- and
   check_sends(sends_of(s, 0, true), {{1, n}, {3, n / 2}, {4, n / 4}, {4, n / 4}, {3, n / 2}, {1, n}});
   check_sends(sends_of(s, 5, true), {{4, n}, {4, n / 2}, {3, n / 4}, {3, n / 4}, {4, n / 2}, {4, n}});
   // 2 (alpha + n beta) + 2 log2(4) alpha + 2 (3/4) n beta
-  CHECK(s.alpha_beta_time_s(4e-6, 1e10) == doctest::Approx(2 * (4e-6 + n / 1e10) + 4 * 4e-6 + 1.5 * n / 1e10));
+  CHECK(s.alpha_beta_time_s(4e-6, 1e10) == test::rel(2 * (4e-6 + n / 1e10) + 4 * 4e-6 + 1.5 * n / 1e10));
   const CollectiveSchedule rs(K::reduce_scatter, A::rabenseifner, 6, n);  // post-step: the sitter's chunk
   check_sends(sends_of(rs, 3), {{-1, 0}, {5, n / 2}, {1, n / 4}, {2, n / 6}});
 }
@@ -136,27 +137,27 @@ TEST_CASE("halving/doubling sim: exhaustive Rabenseifner all_reduce of 8 is the 
   const double n = 8.0 * 1024 * 1024;
   const Times t = simulate_one(8, K::all_reduce, A::rabenseifner, n, Fidelity::exhaustive);
   const double want = 6 * 2 * kL + 2.0 * 7 / 8 * n / kB;
-  CHECK(t.exhaustive_s == doctest::Approx(want).epsilon(1e-6));
-  CHECK(t.analytic_s == doctest::Approx(want).epsilon(1e-6));
+  CHECK(t.exhaustive_s == test::rel(want, 1e-6));
+  CHECK(t.analytic_s == test::rel(want, 1e-6));
 }
 
 TEST_CASE("halving/doubling sim: folded Rabenseifner all_reduce of 8 is the closed form") {
   const double n = 8.0 * 1024 * 1024;
   const Times t = simulate_one(8, K::all_reduce, A::rabenseifner, n, Fidelity::folded);
-  CHECK(t.folded_s == doctest::Approx(6 * 2 * kL + 2.0 * 7 / 8 * n / kB).epsilon(1e-6));
+  CHECK(t.folded_s == test::rel(6 * 2 * kL + 2.0 * 7 / 8 * n / kB, 1e-6));
 }
 
 TEST_CASE("halving/doubling sim: exhaustive recursive-halving reduce_scatter of 8 is the closed form") {
   const double n = 8.0 * 1024 * 1024;
   const Times t = simulate_one(8, K::reduce_scatter, A::rabenseifner, n, Fidelity::exhaustive);
-  CHECK(t.exhaustive_s == doctest::Approx(3 * 2 * kL + 7.0 / 8 * n / kB).epsilon(1e-6));
+  CHECK(t.exhaustive_s == test::rel(3 * 2 * kL + 7.0 / 8 * n / kB, 1e-6));
 }
 
 TEST_CASE("halving/doubling sim: folded recursive-doubling all_gather of 8 is the closed form") {
   const double n = 8.0 * 1024 * 1024;
   const Times t = simulate_one(8, K::all_gather, A::recursive_doubling, n, Fidelity::folded);
-  CHECK(t.folded_s == doctest::Approx(3 * 2 * kL + 7.0 / 8 * n / kB).epsilon(1e-6));
-  CHECK(t.analytic_s == doctest::Approx(t.folded_s).epsilon(1e-6));
+  CHECK(t.folded_s == test::rel(3 * 2 * kL + 7.0 / 8 * n / kB, 1e-6));
+  CHECK(t.analytic_s == test::rel(t.folded_s, 1e-6));
 }
 
 // 6 members: the closed form is the critical path (pre-step, 4 steps, post-step). Exhaustively,
@@ -171,13 +172,13 @@ TEST_CASE("halving/doubling sim: exhaustive Rabenseifner all_reduce of 6 against
   INFO("exhaustive ", t.exhaustive_s, " s, closed form ", want, " s");
   CHECK(t.exhaustive_s >= want * (1 - 1e-9));
   CHECK(t.exhaustive_s <= want * 1.10);
-  CHECK(t.analytic_s == doctest::Approx(want).epsilon(1e-6));
+  CHECK(t.analytic_s == test::rel(want, 1e-6));
 }
 
 TEST_CASE("halving/doubling sim: folded Rabenseifner all_reduce of 6 is the closed form") {
   const double n = 6.0 * 1024 * 1024;
   const Times t = simulate_one(6, K::all_reduce, A::rabenseifner, n, Fidelity::folded);
-  CHECK(t.folded_s == doctest::Approx(2 * (2 * kL + n / kB) + 4 * 2 * kL + 1.5 * n / kB).epsilon(1e-6));
+  CHECK(t.folded_s == test::rel(2 * (2 * kL + n / kB) + 4 * 2 * kL + 1.5 * n / kB, 1e-6));
 }
 
 // MPICH 3's decision (topologies/libraries/mpich-3.2.json's thresholds, MPICH's defaults).

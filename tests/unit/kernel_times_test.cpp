@@ -10,6 +10,7 @@
 
 #include "costs/kernel_times.hpp"
 #include "costs/profile_cost_model.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -71,13 +72,13 @@ TEST_CASE("kernel times: rates from exasim's nominal work, class peaks, efficien
   CHECK(hp.measured_on_device);
   CHECK(ip.left_out == 1);  // the flash-backend record
   // GEMM: the faster m = 1024 point sets the peak; m = 512 runs at half of it.
-  CHECK(hp.peaks.at({KernelClass::gemm, Precision::fp32}) == doctest::Approx(2e12));
-  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, KernelShape{{512, 16384, 16384}, 1}) == doctest::Approx(0.5));
+  CHECK(hp.peaks.at({KernelClass::gemm, Precision::fp32}) == test::rel(2e12));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, KernelShape{{512, 16384, 16384}, 1}) == test::rel(0.5));
   // Memory-bound: im2col's 4x nominal rate does not set the peak; its efficiency is capped at 1.
-  CHECK(hp.peaks.at({KernelClass::memory_bound, Precision::fp32}) == doctest::Approx(1e12));
-  CHECK(hp.surface(Kernel::im2col, Precision::fp32).points[0].efficiency == doctest::Approx(4));
+  CHECK(hp.peaks.at({KernelClass::memory_bound, Precision::fp32}) == test::rel(1e12));
+  CHECK(hp.surface(Kernel::im2col, Precision::fp32).points[0].efficiency == test::rel(4));
   CHECK(hp.relative_efficiency(Kernel::im2col, Precision::fp32, KernelShape{{16384, 16384, 16384}, 1}) == 1.0);
-  CHECK(hp.peaks.at({KernelClass::optimizer_update, Precision::fp32}) == doctest::Approx(1e12));
+  CHECK(hp.peaks.at({KernelClass::optimizer_update, Precision::fp32}) == test::rel(1e12));
 }
 
 TEST_CASE("kernel times: fused attention's surfaces over seq x head dim x {forward, backward}") {
@@ -86,18 +87,18 @@ TEST_CASE("kernel times: fused attention's surfaces over seq x head dim x {forwa
   // difference, 5 passes in 4 ms. The best of the four full-mask and causal points sets the class peak.
   const double fwd_2048 = 2.0 * 2 * 2048.0 * 2048 * 64 * 64 / 2e-3, bwd_2048 = 2.0 * 5 * 2048.0 * 2048 * 64 * 64 / 4e-3;
   const double peak = hp.peaks.at({KernelClass::fused_attention, Precision::fp16});
-  CHECK(peak == doctest::Approx(bwd_2048));
+  CHECK(peak == test::rel(bwd_2048));
   CHECK(hp.relative_efficiency(Kernel::flash_attention, Precision::fp16, KernelShape{{2048, 64, 2}, 1}) ==
-        doctest::Approx(fwd_2048 / peak));
+        test::rel(fwd_2048 / peak));
   // Causal: the lower triangle's FLOPs in the same time, about half the rate.
   const double causal_fwd = 2.0 * 2048 * 2049 * 64 * 64 / 2e-3;
   CHECK(hp.relative_efficiency(Kernel::flash_attention_causal, Precision::fp16, KernelShape{{2048, 64, 2}, 1}) ==
-        doctest::Approx(causal_fwd / peak));
+        test::rel(causal_fwd / peak));
   // Written and read back whole.
   const HostProfile back = parse_host_profile(host_profile_json(hp), "back.json");
   CHECK(back.measured_on_device);
   CHECK(back.relative_efficiency(Kernel::flash_attention, Precision::fp16, KernelShape{{1024, 64, 5}, 1}) ==
-        doctest::Approx(hp.relative_efficiency(Kernel::flash_attention, Precision::fp16, KernelShape{{1024, 64, 5}, 1})));
+        test::rel(hp.relative_efficiency(Kernel::flash_attention, Precision::fp16, KernelShape{{1024, 64, 5}, 1})));
 }
 
 TEST_CASE("kernel times: a failed measurement, a missing point, an off-grid shape are refused with their path") {
@@ -149,13 +150,13 @@ TEST_CASE("a device costed from its own profile: fused attention at its shape, s
   const ComputeWork softmax{Kernel::softmax, Precision::fp16, sw.flops, sw.bytes, rows};
   const auto half = std::make_shared<Half>();
   // Mapped from a host: the device file's best case alone; the softmax waits for the slow units.
-  CHECK(ProfileCostModel(d, half).compute_time_s(attention) == doctest::Approx(w.flops / (1e15 * 0.6)));
-  CHECK(ProfileCostModel(d, half).compute_time_s(softmax) == doctest::Approx(4096.0 * 4096 / 1e9));
+  CHECK(ProfileCostModel(d, half).compute_time_s(attention) == test::rel(w.flops / (1e15 * 0.6)));
+  CHECK(ProfileCostModel(d, half).compute_time_s(softmax) == test::rel(4096.0 * 4096 / 1e9));
   // Measured on the device: the best case times the measured efficiency at the shape; the softmax's
   // measured rate already holds the special function units.
   d.kernels_measured_on_device = true;
-  CHECK(ProfileCostModel(d, half).compute_time_s(attention) == doctest::Approx(w.flops / (1e15 * 0.6 * 0.5)));
-  CHECK(ProfileCostModel(d, half).compute_time_s(softmax) == doctest::Approx(sw.bytes / (1e12 * 0.5)));
+  CHECK(ProfileCostModel(d, half).compute_time_s(attention) == test::rel(w.flops / (1e15 * 0.6 * 0.5)));
+  CHECK(ProfileCostModel(d, half).compute_time_s(softmax) == test::rel(sw.bytes / (1e12 * 0.5)));
 }
 
 TEST_CASE("a batched GEMM on a device costed from its own profile is looked up as one GEMM of batch x m rows") {
@@ -172,6 +173,11 @@ TEST_CASE("a batched GEMM on a device costed from its own profile is looked up a
   ProfileCostModel(d, half).compute_time_s(gemm);  // a host runs the batch one GEMM after another
   CHECK(half->asked == scores);
   d.kernels_measured_on_device = true;  // a GPU runs the batch's tiles side by side
-  CHECK(ProfileCostModel(d, half).compute_time_s(gemm) == doctest::Approx(w.flops / (1e15 * 0.8 * 0.5)));
+  // At 51 flop/byte the batch is bound by its 10.5 MB at 1e12 B/s (10.5 us, the roofline's floor);
+  // with 100 times the bandwidth, by its 0.54 GFLOP at the measured efficiency (1.34 us).
+  CHECK(ProfileCostModel(d, half).compute_time_s(gemm) == test::rel(w.bytes / 1e12));
+  CHECK(w.bytes == 16 * 2 * (512 * 64 + 64 * 512 + 512 * 512));
+  d.memory_bandwidth_Bps = 1e14;
+  CHECK(ProfileCostModel(d, half).compute_time_s(gemm) == test::rel(w.flops / (1e15 * 0.8 * 0.5)));
   CHECK(half->asked == KernelShape{{512 * 16, 512, 64}, 1});
 }

@@ -11,6 +11,7 @@
 
 #include "app/embedded.hpp"
 #include "app/scenario.hpp"
+#include "tests/unit/approx.hpp"
 #include "topologies/fat_tree.hpp"
 #include "topologies/machine_families.hpp"
 #include "topologies/network_factory.hpp"
@@ -98,13 +99,13 @@ TEST_CASE("machine files: selene's numbers and their labels") {
   CHECK(g.nodes == 560);
   CHECK(g.gpus_per_node == 8);
   CHECK(g.gpus_per_nic == 1);
-  CHECK(g.nvlink_Bps == doctest::Approx(300e9));
-  CHECK(g.nic_Bps == doctest::Approx(25e9));
+  CHECK(g.nvlink_Bps == test::rel(300e9));
+  CHECK(g.nic_Bps == test::rel(25e9));
   CHECK(g.nodes_per_leaf_group == 20);
   CHECK(g.rail_optimized);
   CHECK(g.leaf_taper == 1);
   CHECK(s.machine.device_word() == "GPU");
-  CHECK(s.machine.peak_flops_per_s.at(Precision::fp16) == doctest::Approx(312e12));
+  CHECK(s.machine.peak_flops_per_s.at(Precision::fp16) == test::rel(312e12));
   bool su_assumed = false;
   for (const Annotation& a : s.annotations)
     if (a.json_path == "/machine/fat_tree/nodes_per_leaf_group") su_assumed = a.kind == "assumption";
@@ -118,13 +119,13 @@ TEST_CASE("machine families: inline gpu_cluster and torus machines parse") {
   CHECK(g.machine.gpu.gpus_per_nic == 2);
   CHECK(g.machine.gpu.nics_per_node() == 4);
   CHECK(g.machine.gpu.spine_taper == 2);
-  CHECK(g.machine.gpu.nvlink_latency_s == doctest::Approx(0.35e-6));
+  CHECK(g.machine.gpu.nvlink_latency_s == test::rel(0.35e-6));
   const Scenario t = parse_scenario(test::small_gpt_on(torus_machine()).dump(), "m.json");
   CHECK(t.machine.family == "torus");
   CHECK(t.machine.device_count() == 8);
   CHECK(t.machine.device_word() == "chip");
   CHECK(t.machine.devices_per_inner_level() == 4);
-  CHECK(t.machine.torus.link_Bps == doctest::Approx(80e9));
+  CHECK(t.machine.torus.link_Bps == test::rel(80e9));
 }
 
 TEST_CASE("machine families: bad fields name their JSON path") {

@@ -9,6 +9,7 @@
 #include "models/memory_model.hpp"
 #include "models/pipeline_schedule.hpp"
 #include "models/transformer.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -66,9 +67,9 @@ TEST_CASE("ZeRO model states per device reproduce ZeRO's Fig. 1 (7.5B parameters
   CHECK(round_to_tenth_gb(zero_model_state_bytes(psi, 64, 2)) == 16.6);
   CHECK(round_to_tenth_gb(zero_model_state_bytes(psi, 64, 3)) == 1.9);
   // The formulas themselves: 4Ψ + KΨ/N etc.
-  CHECK(zero_model_state_bytes(1000, 10, 1) == doctest::Approx(4000 + 1200));
-  CHECK(zero_model_state_bytes(1000, 10, 2) == doctest::Approx(2000 + 1400));
-  CHECK(zero_model_state_bytes(1000, 10, 3, 8) == doctest::Approx(1200));
+  CHECK(zero_model_state_bytes(1000, 10, 1) == test::rel(4000 + 1200));
+  CHECK(zero_model_state_bytes(1000, 10, 2) == test::rel(2000 + 1400));
+  CHECK(zero_model_state_bytes(1000, 10, 3, 8) == test::rel(1200));
   CHECK_THROWS_AS(zero_model_state_bytes(1000, 10, 4), std::invalid_argument);
 }
 
@@ -81,41 +82,41 @@ TEST_CASE("device model states: Ψ after tensor and pipeline splitting, by ZeRO 
   ParallelPlan p = plan(4, 2, 2, 1, 8, Recompute::full);
   const DeviceMemory s0 = device_memory(m, training(32), p, 0);
   const double psi0 = 4 * layer / 2 + V * h / 2 + s * h;
-  CHECK(s0.parameters == doctest::Approx(psi0));
-  CHECK(s0.parameters_bytes == doctest::Approx(2 * psi0));
-  CHECK(s0.gradients_bytes == doctest::Approx(2 * psi0));
-  CHECK(s0.optimizer_state_bytes == doctest::Approx(12 * psi0));
+  CHECK(s0.parameters == test::rel(psi0));
+  CHECK(s0.parameters_bytes == test::rel(2 * psi0));
+  CHECK(s0.gradients_bytes == test::rel(2 * psi0));
+  CHECK(s0.optimizer_state_bytes == test::rel(12 * psi0));
   // The last stage holds the tied embedding's copy, not the position embedding.
-  CHECK(device_memory(m, training(32), p, 1).parameters == doctest::Approx(4 * layer / 2 + V * h / 2));
+  CHECK(device_memory(m, training(32), p, 1).parameters == test::rel(4 * layer / 2 + V * h / 2));
   p.zero_stage = 2;
   const DeviceMemory z2 = device_memory(m, training(32), p, 0);
   CHECK(z2.parameters_bytes + z2.gradients_bytes + z2.optimizer_state_bytes ==
-        doctest::Approx(zero_model_state_bytes(psi0, 4, 2)));
+        test::rel(zero_model_state_bytes(psi0, 4, 2)));
   // fp32: 4Ψ + 4Ψ + 8Ψ, the optimizer's share over N under ZeRO 1.
   p.zero_stage = 1;
   const DeviceMemory f = device_memory(m, training(32, PrecisionPolicy::fp32), p, 0);
-  CHECK(f.parameters_bytes == doctest::Approx(4 * psi0));
-  CHECK(f.gradients_bytes == doctest::Approx(4 * psi0));
-  CHECK(f.optimizer_state_bytes == doctest::Approx(8 * psi0 / 4));
+  CHECK(f.parameters_bytes == test::rel(4 * psi0));
+  CHECK(f.gradients_bytes == test::rel(4 * psi0));
+  CHECK(f.optimizer_state_bytes == test::rel(8 * psi0 / 4));
   // Offload: the optimizer state leaves the device.
   p.offload_optimizer = true;
   const DeviceMemory o = device_memory(m, training(32), p, 0);
   CHECK(o.optimizer_state_bytes == 0);
-  CHECK(o.host_optimizer_state_bytes == doctest::Approx(12 * psi0 / 4));
+  CHECK(o.host_optimizer_state_bytes == test::rel(12 * psi0 / 4));
   CHECK(o.total_bytes < z2.total_bytes);
   // Tensor modes: 2-D (q = 2) and 2.5-D (q = 2, d = 2) hold 1/q^2 of each weight, 3-D (q = 2) 1/q^3.
   ParallelPlan q = plan(1, 4, 1, 2, 2, Recompute::full);
   q.tensor_mode = TensorMode::two_d;
   const double psi_whole = 8 * layer + V * h + s * h;
-  CHECK(device_memory(m, training(32), q, 0).parameters == doctest::Approx((8 * layer + V * h) / 4 + s * h));
+  CHECK(device_memory(m, training(32), q, 0).parameters == test::rel((8 * layer + V * h) / 4 + s * h));
   q.tensor = 8;
   q.tensor_mode = TensorMode::two_half_d;
   q.tensor_depth = 2;
-  CHECK(device_memory(m, training(32), q, 0).parameters == doctest::Approx((8 * layer + V * h) / 4 + s * h));
+  CHECK(device_memory(m, training(32), q, 0).parameters == test::rel((8 * layer + V * h) / 4 + s * h));
   q.tensor_mode = TensorMode::three_d;
   q.tensor_depth = 1;
-  CHECK(device_memory(m, training(32), q, 0).parameters == doctest::Approx((8 * layer + V * h) / 8 + s * h));
-  CHECK(device_memory(m, training(32), plan(1, 1, 1, 1, 1, Recompute::full), 0).parameters == doctest::Approx(psi_whole));
+  CHECK(device_memory(m, training(32), q, 0).parameters == test::rel((8 * layer + V * h) / 8 + s * h));
+  CHECK(device_memory(m, training(32), plan(1, 1, 1, 1, 1, Recompute::full), 0).parameters == test::rel(psi_whole));
 }
 
 TEST_CASE("activations per layer by recompute mode: Korthikanti et al.'s formulas") {
@@ -129,20 +130,20 @@ TEST_CASE("activations per layer by recompute mode: Korthikanti et al.'s formula
     return layer_activation_bytes(m, training(32, pr), p);
   };
   // No parallelism: sbh (34 + 5 a s / h); selective: 34 sbh; full: 2 sbh.
-  CHECK(act(1, Recompute::none) == doctest::Approx(sbh * (34 + 5 * a * s / h)));
-  CHECK(act(1, Recompute::selective) == doctest::Approx(34 * sbh));
-  CHECK(act(1, Recompute::full) == doctest::Approx(2 * sbh));
+  CHECK(act(1, Recompute::none) == test::rel(sbh * (34 + 5 * a * s / h)));
+  CHECK(act(1, Recompute::selective) == test::rel(34 * sbh));
+  CHECK(act(1, Recompute::full) == test::rel(2 * sbh));
   // 1-D, t = 2: sbh (10 + 24/t + 5 a s / (h t)); selective sbh (10 + 24/t); full stays 2 sbh.
-  CHECK(act(2, Recompute::none) == doctest::Approx(sbh * (10 + 24 / 2.0 + 5 * a * s / (h * 2))));
-  CHECK(act(2, Recompute::selective) == doctest::Approx(sbh * (10 + 24 / 2.0)));
-  CHECK(act(2, Recompute::full) == doctest::Approx(2 * sbh));
+  CHECK(act(2, Recompute::none) == test::rel(sbh * (10 + 24 / 2.0 + 5 * a * s / (h * 2))));
+  CHECK(act(2, Recompute::selective) == test::rel(sbh * (10 + 24 / 2.0)));
+  CHECK(act(2, Recompute::full) == test::rel(2 * sbh));
   // 2-D (q = 2): 1/q^2; 2.5-D (q = 2, d = 2): 1/(d q^2); 3-D (q = 2): 1/q^3.
-  CHECK(act(4, Recompute::none, TensorMode::two_d) == doctest::Approx(sbh * (34 + 5 * a * s / h) / 4));
-  CHECK(act(8, Recompute::selective, TensorMode::two_half_d, 2) == doctest::Approx(34 * sbh / 8));
-  CHECK(act(8, Recompute::full, TensorMode::three_d) == doctest::Approx(2 * sbh / 8));
+  CHECK(act(4, Recompute::none, TensorMode::two_d) == test::rel(sbh * (34 + 5 * a * s / h) / 4));
+  CHECK(act(8, Recompute::selective, TensorMode::two_half_d, 2) == test::rel(34 * sbh / 8));
+  CHECK(act(8, Recompute::full, TensorMode::three_d) == test::rel(2 * sbh / 8));
   // fp32: the same inventory with 4-byte elements and 1-byte masks: 66 sbh + 9 a s^2 b.
   CHECK(act(1, Recompute::none, TensorMode::one_d, 1, PrecisionPolicy::fp32) ==
-        doctest::Approx(66 * sbh + 9 * a * s * s * b));
+        test::rel(66 * sbh + 9 * a * s * s * b));
 }
 
 TEST_CASE("in-flight micro-batches: the closed form of GPipe and 1F1B equals the walk of pipeline_order") {
@@ -175,7 +176,7 @@ TEST_CASE("in-flight micro-batches per schedule: GPipe m, 1F1B min(p - stage, m)
   p.global_batch = 8;
   p.schedule = PipelineSchedule::interleaved;
   p.virtual_stages = 2;
-  CHECK(in_flight_micro_batches(p, 0) == doctest::Approx(4 * (1 + 3.0 / (4 * 2))));
+  CHECK(in_flight_micro_batches(p, 0) == test::rel(4 * (1 + 3.0 / (4 * 2))));
   // And the activations of a stage scale with them: 1F1B stage 0 holds p micro-batches of its layers.
   const ModelSpec m = small_gpt();
   p.schedule = PipelineSchedule::one_f_one_b;
@@ -183,7 +184,7 @@ TEST_CASE("in-flight micro-batches per schedule: GPipe m, 1F1B min(p - stage, m)
   const DeviceMemory d = device_memory(m, training(32), p, 0);
   const double sbh = 32.0 * 1 * 64;
   const double working = sbh * (34 + 5 * 4 * 32 / 64.0);  // one layer recomputed before its backward
-  CHECK(d.activations_bytes == doctest::Approx(2 * sbh * (8 / 4) * 4 + working));
+  CHECK(d.activations_bytes == test::rel(2 * sbh * (8 / 4) * 4 + working));
   CHECK(d.in_flight_micro_batches == 4);
 }
 
@@ -194,8 +195,8 @@ TEST_CASE("GPT-3 175B: one GPU needs far more than 80 GB, Megatron's t = 8, p = 
   // 16 bytes per parameter (ZeRO's 2 + 2 + 12) of Megatron's Eq. 2 count, 174.6e9 parameters.
   const double h = 12288, l = 96, V = 51200, s = 2048;
   const double P = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
-  CHECK(alone.parameters == doctest::Approx(P));
-  CHECK(alone.parameters_bytes + alone.gradients_bytes + alone.optimizer_state_bytes == doctest::Approx(16 * P));
+  CHECK(alone.parameters == test::rel(P));
+  CHECK(alone.parameters_bytes + alone.gradients_bytes + alone.optimizer_state_bytes == test::rel(16 * P));
   const auto msg = memory_shortfall(alone, 80e9, "GPU");
   REQUIRE(msg);
   CHECK(msg->rfind("needs 2", 0) == 0);
@@ -233,7 +234,7 @@ TEST_CASE("the transformer workload carries its worst stage's memory, its gradie
     p.tensor_mode = c.mode;
     p.tensor_depth = c.depth;
     const TransformerWorkload tw = build_transformer_workload(m, training(32), p);
-    CHECK(tw.memory.total_bytes == doctest::Approx(worst_stage_memory(m, training(32), p).total_bytes));
+    CHECK(tw.memory.total_bytes == test::rel(worst_stage_memory(m, training(32), p).total_bytes));
     CHECK(tw.memory.total_bytes >= device_memory(m, training(32), p, 1).total_bytes);
     for (int stage = 0; stage < 2; ++stage) {
       double grad_bytes = 0;
@@ -241,7 +242,7 @@ TEST_CASE("the transformer workload carries its worst stage's memory, its gradie
       for (auto v : boost::make_iterator_range(boost::vertices(g)))
         if (const auto* x = std::get_if<CollectiveWork>(&g[v].work); x && g[v].label == "grad_all_reduce")
           grad_bytes += x->bytes;
-      CHECK(grad_bytes == doctest::Approx(device_memory(m, training(32), p, stage).gradients_bytes));
+      CHECK(grad_bytes == test::rel(device_memory(m, training(32), p, stage).gradients_bytes));
     }
   }
 }
@@ -260,7 +261,7 @@ TEST_CASE("MoE model states: experts sharded over the replicas holding the same 
   (void)s;
   const double experts = layers * 4 * (2 * h * ff + ff + h);
   const DeviceMemory d = device_memory(m, training(32), p, 0);
-  CHECK(d.parameters == doctest::Approx(dense + experts));
-  CHECK(d.optimizer_state_bytes == doctest::Approx(12 * (dense / 4 + experts / 2)));
-  CHECK(d.parameters_bytes == doctest::Approx(2 * (dense + experts)));
+  CHECK(d.parameters == test::rel(dense + experts));
+  CHECK(d.optimizer_state_bytes == test::rel(12 * (dense / 4 + experts / 2)));
+  CHECK(d.parameters_bytes == test::rel(2 * (dense + experts)));
 }

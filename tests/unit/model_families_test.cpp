@@ -9,6 +9,7 @@
 
 #include "models/transformer.hpp"
 #include "models/transformer_parameters.hpp"
+#include "tests/unit/approx.hpp"
 
 #include "tests/unit/small_scenario.hpp"
 
@@ -95,7 +96,7 @@ TEST_CASE("BERT-Large: 336,226,108 parameters (the paper's 340M) and its FLOPs b
   const double b = 2, T = b * s, Tm = b * 77;
   const double forward = L * (2 * T * d * (4 * d + 2 * ff) + 4 * b * s * s * d) + 2 * b * d * d + 2 * b * 2 * d +
                          2 * Tm * d * d + 2 * Tm * V * d;
-  CHECK(tw.model_flops == doctest::Approx(3 * forward).epsilon(1e-12));
+  CHECK(tw.model_flops == test::rel(3 * forward, 1e-12));
   const StepGraph& g = tw.workload.programs[0];
   CHECK(count_label(g, "final_layernorm") == 0);  // post-LN: no final layer norm
   CHECK(count_label(g, "mlm_transform") == 1);
@@ -110,7 +111,7 @@ TEST_CASE("Switch-Base (128 experts, an MoE layer every other layer): the paper'
   // 12 encoder and 12 decoder layers, 6 of each MoE (E experts and the gate d E)
   const double by_hand = 24 * attn + 12 * cross + 12 * ffn + 12 * (E * ffn + d * E) + (32128 + s) * d;
   CHECK(transformer_parameters(m, s) == by_hand);
-  CHECK(by_hand / 7.4e9 == doctest::Approx(1).epsilon(0.01));
+  CHECK(by_hand / 7.4e9 == test::rel(1, 0.01));
   CHECK(m.is_moe_layer(1));
   CHECK_FALSE(m.is_moe_layer(12));  // the decoder's first layer
   CHECK(m.is_moe_layer(13));
@@ -122,7 +123,7 @@ TEST_CASE("GShard's 600B model: 2,048 experts, 36 layers (18 MoE), d 1024, d_ff 
   const double experts = 18 * 2048 * (2.0 * 1024 * 8192 + 8192 + 1024);
   CHECK(p > experts);
   CHECK(p - experts < 1.5e9);  // attention, gates and the embedding are 1 to 2 B
-  CHECK(p / 600e9 == doctest::Approx(1).epsilon(0.04));  // the paper's rounded 600B
+  CHECK(p / 600e9 == test::rel(1, 0.04));  // the paper's rounded 600B
 }
 
 TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on capacity") {
@@ -135,7 +136,7 @@ TEST_CASE("a GShard MoE layer pair: a dense layer then an MoE layer, top-2 on ca
   // its experts on the capacity's padded rows, capacity_factor x T x top_k
   const double attention = 2 * T * d * 4 * d + 4 * b * s * s * d;
   const double forward = 2 * attention + 2 * T * d * 2 * ff + 2 * T * E * d + 2 * (1.0 * T * 2) * d * 2 * ff;
-  CHECK(tw.model_flops == doctest::Approx(3 * forward).epsilon(1e-12));
+  CHECK(tw.model_flops == test::rel(3 * forward, 1e-12));
   const StepGraph& g = tw.workload.programs[0];
   CHECK(count_label(g, "ffn1") == 1);
   CHECK(count_label(g, "expert_ffn1") == 1);
@@ -151,12 +152,12 @@ TEST_CASE("a GShard MoE layer pair in groups: the dispatch and combine einsums b
   const TransformerWorkload grouped = build_transformer_workload(m, half(32), one_device(4));
   const double d = 64, T = 128, S = 32, G = T / S, EC = 8 * 8;
   // the experts still compute E C / S = 2 rows a token: the model's FLOPs do not move
-  CHECK(grouped.model_flops == doctest::Approx(flat.model_flops).epsilon(1e-12));
+  CHECK(grouped.model_flops == test::rel(flat.model_flops, 1e-12));
   // dispatch GSEC,GSM->EGCM and combine EGCM,GSEC->GSM forward (2), the combine's two gradients and
   // the dispatch's one (the mask has none): 5 GEMMs of G x S x E C x d, 2 FLOPs a multiply-add; the
   // permutations they replace had no FLOPs
   const double einsum = 2 * G * S * EC * d;
-  CHECK(grouped.executed_flops - flat.executed_flops == doctest::Approx(5 * einsum).epsilon(1e-12));
+  CHECK(grouped.executed_flops - flat.executed_flops == test::rel(5 * einsum, 1e-12));
   const StepGraph& g = grouped.workload.programs[0];
   CHECK(count_label(g, "dispatch_einsum") == 1);
   CHECK(count_label(g, "combine_einsum") == 1);
@@ -215,7 +216,7 @@ TEST_CASE("encoder-decoder: each decoder layer adds cross-attention over the enc
   const double d = 64, ff = 256, T = 32, b = 2, s = 16, V = 128;
   const double self = 2 * T * d * 4 * d + 4 * b * s * s * d, ffn = 2 * T * d * 2 * ff;
   const double forward = 5 * (self + ffn) + 3 * self + 2 * T * V * d;  // cross-attention costs as self-attention here
-  CHECK(tw.model_flops == doctest::Approx(3 * forward).epsilon(1e-12));
+  CHECK(tw.model_flops == test::rel(3 * forward, 1e-12));
   CHECK(tw.parameters == transformer_parameters(m, 16));
   ParallelPlan staged = one_device(2);
   staged.pipeline = 2;
@@ -229,7 +230,7 @@ TEST_CASE("a device's cores split the token GEMMs, same FLOPs") {
   small.layers = 2;
   const TransformerWorkload one = build_transformer_workload(small, half(128), one_device(4), 1);
   const TransformerWorkload two = build_transformer_workload(small, half(128), one_device(4), 2);
-  CHECK(one.model_flops == doctest::Approx(two.model_flops).epsilon(1e-12));
+  CHECK(one.model_flops == test::rel(two.model_flops, 1e-12));
   const StepGraph& g = two.workload.programs[0];
   bool seen = false;
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
@@ -253,14 +254,14 @@ TEST_CASE("BERT's one-hot embedding on a TPU: a tokens x vocab x d GEMM forward,
   const double T = 4 * 128, V = 30522, d = 1024;
   CHECK(one_hot.model_flops == gather.model_flops);
   // the gather's forward and backward are memory-bound copies without FLOPs
-  CHECK(one_hot.executed_flops - gather.executed_flops == doctest::Approx(2 * (2 * T * V * d)).epsilon(1e-12));
+  CHECK(one_hot.executed_flops - gather.executed_flops == test::rel(2 * (2 * T * V * d), 1e-12));
   const StepGraph& g = one_hot.workload.programs[0];
   CHECK(count_label(g, "embedding") == 1);
   CHECK(count_label(g, "embedding.wgrad") == 1);
   CHECK(count_label(g, "embedding.bwd") == 0);
   const auto& fwd = std::get<ComputeWork>(g[find_label(g, "embedding")].work);
   CHECK(fwd.kernel == Kernel::gemm);
-  CHECK(fwd.flops == doctest::Approx(2 * T * V * d));
+  CHECK(fwd.flops == test::rel(2 * T * V * d));
 }
 
 TEST_CASE("LAMB under weight-update sharding: the per-tensor norms' partial sums all-reduced, 2 fp32 per tensor") {

@@ -12,6 +12,7 @@
 #include "models/memory_model.hpp"
 #include "models/transformer.hpp"
 #include "sim/cost_model.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -62,14 +63,14 @@ TEST_CASE("grouped-query attention, SwiGLU and untied embeddings: parameters and
   // SwiGLU 3 d d_ff. Embeddings: word V d and position s d, and the untied output matrix V d.
   const double layer = 2 * d * d + 2 * d * kv * dh + 8 * d + 3 * d * ff;
   CHECK(layer == 59904);
-  CHECK(tw.parameters == doctest::Approx(L * layer + (V + s) * d + V * d));
+  CHECK(tw.parameters == test::rel(L * layer + (V + s) * d + V * d));
   // Forward GEMMs per layer: QKV 2T d (d + 2 kv dh), scores and context 2 x 2 s^2 dh h, the
   // projection 2T d^2, SwiGLU's gate and up 2T d (2 d_ff), down 2T d_ff d; the logits 2T d V.
   // Without recomputation the backward runs each twice: model FLOPs = 3 x forward.
   const double fwd_layer = 2 * T * d * (d + 2 * kv * dh) + 2 * 2 * s * s * dh * h + 2 * T * d * d +
                            2 * T * d * 2 * ff + 2 * T * ff * d;
   CHECK(fwd_layer == 4063232);
-  CHECK(tw.model_flops == doctest::Approx(3 * (L * fwd_layer + 2 * T * d * V)));
+  CHECK(tw.model_flops == test::rel(3 * (L * fwd_layer + 2 * T * d * V)));
   const StepGraph& g = tw.workload.programs[0];
   CHECK(count_label(g, "ffn_swiglu") == 2);
   CHECK(count_label(g, "ffn_gelu") == 0);
@@ -85,7 +86,7 @@ TEST_CASE("grouped-query attention: the QKV GEMM is d x (d + 2 kv d/h), and K, V
   m.kv_heads = 0;  // multi-head: K and V as large as Q
   const double mha = layer_activation_bytes(m, bf16(32), single());
   const double sbh = 32 * 64;
-  CHECK(mha - gqa == doctest::Approx(2 * 2 * sbh * (1 - 2.0 / 8)));  // K and V, 2 bytes each
+  CHECK(mha - gqa == test::rel(2 * 2 * sbh * (1 - 2.0 / 8)));  // K and V, 2 bytes each
 }
 
 TEST_CASE("FlashAttention: one fused kernel, no s x s scores in memory, the backward's extra Q K^T") {
@@ -106,23 +107,23 @@ TEST_CASE("FlashAttention: one fused kernel, no s x s scores in memory, the back
       ++causal;
       CHECK(kernel_class(c->kernel) == KernelClass::fused_attention);
       const double passes = g[v].label == "attn_flash" ? 2 : 5;
-      CHECK(c->flops == doctest::Approx(passes * 32 * 33 * 8 * 8));  // per pair: s (s + 1) dh per pass
-      CHECK(c->bytes == doctest::Approx((passes == 2 ? 4 : 8) * 32 * 8 * 2 * 8));  // Q K V O (+ grads), no scores
+      CHECK(c->flops == test::rel(passes * 32 * 33 * 8 * 8));  // per pair: s (s + 1) dh per pass
+      CHECK(c->bytes == test::rel((passes == 2 ? 4 : 8) * 32 * 8 * 2 * 8));  // Q K V O (+ grads), no scores
     }
   CHECK(causal == 4);
   // Model FLOPs count the whole GEMMs, masked or not: forward the same as the two GEMMs; backward 4
   // of the kernel's 5 (its recomputed Q K^T is not the model's), as the unfused attention's. Executed
   // FLOPs: the lower triangles only, all 5 passes.
-  CHECK(flash.model_flops == doctest::Approx(standard.model_flops));
+  CHECK(flash.model_flops == test::rel(standard.model_flops));
   double executed = 0;
   for (OpId v = 0; v < boost::num_vertices(g); ++v)
     if (const auto* c = std::get_if<ComputeWork>(&g[v].work); c && is_fused_attention(c->kernel)) executed += c->flops;
-  CHECK(executed == doctest::Approx(2 * (2 + 5) * 32 * 33 * 8 * 8));  // 2 layers' lower triangles
+  CHECK(executed == test::rel(2 * (2 + 5) * 32 * 33 * 8 * 8));  // 2 layers' lower triangles
   // Memory: the 5 a s^2 b bytes of scores, mask and dropout output give way to a 4-byte
   // log-sum-exp per row.
   const double a = 8, s = 32;
   CHECK(layer_activation_bytes(m, bf16(32), single()) - layer_activation_bytes(m, bf16(32), single(ParallelPlan::Attention::flash)) ==
-        doctest::Approx(5 * a * s * s - 4 * a * s));
+        test::rel(5 * a * s * s - 4 * a * s));
 }
 
 TEST_CASE("FlashAttention in an encoder (BERT): no causal mask, the whole s x s kernel") {
@@ -150,7 +151,7 @@ TEST_CASE("FlashAttention's cost: flops over the device peak times its published
   const KernelShape shape{{4096, 128, 5}, 64};
   const NominalWork w = nominal_work(Kernel::flash_attention, shape, Precision::fp16);
   const ComputeWork c{Kernel::flash_attention, Precision::fp16, w.flops, w.bytes, shape};
-  CHECK(RooflineCostModel(d).compute_time_s(c) == doctest::Approx(w.flops / (1e15 * 0.5)));
+  CHECK(RooflineCostModel(d).compute_time_s(c) == test::rel(w.flops / (1e15 * 0.5)));
   d.flash_attention_efficiency.clear();
   CHECK_THROWS_AS(RooflineCostModel(d).compute_time_s(c), std::invalid_argument);
 }

@@ -14,6 +14,7 @@
 #include "models/moe_routing.hpp"
 #include "models/transformer.hpp"
 #include "sim/analysis.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -79,20 +80,20 @@ TEST_CASE("moe router: zipf s = 1 over 4 experts, top-1, cf 1 drops 23 % of the 
   // Capacity cf T k ep / E is 1/4 of the T k ep slots: only expert 0 overflows, by 0.48 - 0.25.
   const std::vector<double> shares = expert_load_shares(zipf(1), 4, 1);
   REQUIRE(shares.size() == 4);
-  CHECK(shares[0] == doctest::Approx(0.48));
-  CHECK(shares[1] == doctest::Approx(0.24));
-  CHECK(shares[2] == doctest::Approx(0.16));
-  CHECK(shares[3] == doctest::Approx(0.12));
+  CHECK(shares[0] == test::rel(0.48));
+  CHECK(shares[1] == test::rel(0.24));
+  CHECK(shares[2] == test::rel(0.16));
+  CHECK(shares[3] == test::rel(0.12));
   // T = 100 tokens per device, ep = 4: 400 slots, capacity 100 per expert, loads 192, 96, 64, 48.
   const MoeRouting r = moe_routing(moe(4, 1, 1.0, zipf(1)), 100, 4);
-  CHECK(r.routed_slots_per_micro_batch == doctest::Approx(400));
-  CHECK(r.capacity_tokens_per_expert == doctest::Approx(100));
-  CHECK(r.hottest_expert_load_tokens() == doctest::Approx(192));
-  CHECK(r.dropped_tokens_per_micro_batch == doctest::Approx(92));
-  CHECK(r.dropped_token_fraction == doctest::Approx(0.23));
+  CHECK(r.routed_slots_per_micro_batch == test::rel(400));
+  CHECK(r.capacity_tokens_per_expert == test::rel(100));
+  CHECK(r.hottest_expert_load_tokens() == test::rel(192));
+  CHECK(r.dropped_tokens_per_micro_batch == test::rel(92));
+  CHECK(r.dropped_token_fraction == test::rel(0.23));
   // The fraction does not depend on T or ep; cf 1.25 raises the capacity to 0.3125: 0.48 - 0.3125.
-  CHECK(moe_routing(moe(4, 1, 1.0, zipf(1)), 4096, 2).dropped_token_fraction == doctest::Approx(0.23));
-  CHECK(moe_routing(moe(4, 1, 1.25, zipf(1)), 100, 4).dropped_token_fraction == doctest::Approx(0.1675));
+  CHECK(moe_routing(moe(4, 1, 1.0, zipf(1)), 4096, 2).dropped_token_fraction == test::rel(0.23));
+  CHECK(moe_routing(moe(4, 1, 1.25, zipf(1)), 100, 4).dropped_token_fraction == test::rel(0.1675));
   // s = 0 is uniform.
   CHECK(moe_routing(moe(4, 1, 1.0, zipf(0.0)), 100, 4).dropped_token_fraction == 0);
 }
@@ -106,7 +107,7 @@ TEST_CASE("moe router: uniform routing drops nothing at cf >= 1 and 1 - cf below
       CHECK(r.dropped_token_fraction == 0);
       CHECK(r.dropped_tokens_per_micro_batch == 0);
     }
-  CHECK(moe_routing(moe(8, 2, 0.75, RouterSpec{}), 1024, 4).dropped_token_fraction == doctest::Approx(0.25));
+  CHECK(moe_routing(moe(8, 2, 0.75, RouterSpec{}), 1024, 4).dropped_token_fraction == test::rel(0.25));
 }
 
 TEST_CASE("moe router: under top-k no expert receives more than 1/k of the slots") {
@@ -114,14 +115,14 @@ TEST_CASE("moe router: under top-k no expert receives more than 1/k of the slots
   // 1/2 and the others share the other half in proportion to their weights.
   const std::vector<double> s = expert_load_shares(zipf(3), 4, 2);
   const double rest = 1.0 / 8 + 1.0 / 27 + 1.0 / 64;
-  CHECK(s[0] == doctest::Approx(0.5));
-  CHECK(s[1] == doctest::Approx(0.5 * (1.0 / 8) / rest));
-  CHECK(s[3] == doctest::Approx(0.5 * (1.0 / 64) / rest));
-  CHECK(s[0] + s[1] + s[2] + s[3] == doctest::Approx(1.0));
+  CHECK(s[0] == test::rel(0.5));
+  CHECK(s[1] == test::rel(0.5 * (1.0 / 8) / rest));
+  CHECK(s[3] == test::rel(0.5 * (1.0 / 64) / rest));
+  CHECK(s[0] + s[1] + s[2] + s[3] == test::rel(1.0));
   // cf 1, capacity 1/4 of the slots: expert 0 drops 1/4, expert 1 s[1] - 1/4.
-  CHECK(moe_routing(moe(4, 2, 1.0, zipf(3)), 64, 2).dropped_token_fraction == doctest::Approx(0.25 + s[1] - 0.25));
+  CHECK(moe_routing(moe(4, 2, 1.0, zipf(3)), 64, 2).dropped_token_fraction == test::rel(0.25 + s[1] - 0.25));
   // Extreme skew with top-k = E: every expert gets every token once, nothing is dropped at cf 1.
-  CHECK(moe_routing(moe(4, 4, 1.0, zipf(50)), 64, 2).dropped_token_fraction == doctest::Approx(0.0));
+  CHECK(moe_routing(moe(4, 4, 1.0, zipf(50)), 64, 2).dropped_token_fraction == 0.0);
 }
 
 TEST_CASE("moe router: the scenario's router object, its default and its errors") {
@@ -185,10 +186,10 @@ TEST_CASE("moe router: the report carries the dropped tokens, the router and the
   CHECK(m["dispatch"] == "padded");
   // T = 1 x 128 tokens, ep 4, top-1: 512 slots per ep group, capacity 128 per expert; the hottest
   // expert gets 0.48 x 512 = 245.76.
-  CHECK(m["routed_token_slots_per_micro_batch"].get<double>() == doctest::Approx(512));
-  CHECK(m["capacity_tokens_per_expert_per_micro_batch"].get<double>() == doctest::Approx(128));
-  CHECK(m["hottest_expert_load_tokens_per_micro_batch"].get<double>() == doctest::Approx(245.76));
-  CHECK(m["dropped_token_fraction"].get<double>() == doctest::Approx(0.23));
+  CHECK(m["routed_token_slots_per_micro_batch"].get<double>() == test::rel(512));
+  CHECK(m["capacity_tokens_per_expert_per_micro_batch"].get<double>() == test::rel(128));
+  CHECK(m["hottest_expert_load_tokens_per_micro_batch"].get<double>() == test::rel(245.76));
+  CHECK(m["dropped_token_fraction"].get<double>() == test::rel(0.23));
   CHECK(r["step_time_s"].get<double>() > 0);
   const std::string text = summary_text(p);
   CHECK(text.find("router     zipf (s = 1)") != std::string::npos);
@@ -201,7 +202,7 @@ TEST_CASE("moe router: padded dispatch: the skew drops tokens but leaves the ste
   const Prediction pu = predict(parse_scenario(u.dump(), "u.json"), options(true));
   const Prediction pz = predict(parse_scenario(moe_scenario().dump(), "z.json"), options(true));
   CHECK(pu.moe->dropped_token_fraction == 0);
-  CHECK(pz.moe->dropped_token_fraction == doctest::Approx(0.23));
+  CHECK(pz.moe->dropped_token_fraction == test::rel(0.23));
   CHECK(pu.step_time_s > 0);
   CHECK(pz.step_time_s == pu.step_time_s);
   CHECK(report_json(pu)["moe"]["router"] == json{{"distribution", "uniform"}});
@@ -222,9 +223,9 @@ TEST_CASE("moe router: dropless routing drops nothing and gives each device its 
   CHECK(r.dropless);
   CHECK(r.dropped_token_fraction == 0);
   REQUIRE(r.expert_rows_per_device.size() == 2);
-  CHECK(r.expert_rows_per_device[0] == doctest::Approx(144));
-  CHECK(r.expert_rows_per_device[1] == doctest::Approx(56));
-  CHECK(r.busiest_device_rows() == doctest::Approx(144));
+  CHECK(r.expert_rows_per_device[0] == test::rel(144));
+  CHECK(r.expert_rows_per_device[1] == test::rel(56));
+  CHECK(r.busiest_device_rows() == test::rel(144));
   // Padded: every device computes its 2 experts x C = 2 x 50 rows, whatever the skew.
   const MoeRouting p = moe_routing(moe(4, 1, 1.0, zipf(1)), 100, 2);
   CHECK(p.expert_rows_per_device == std::vector<double>{100, 100});
@@ -250,7 +251,7 @@ TEST_CASE("moe router: dropless routing drops nothing and gives each device its 
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {
       const Op& op = g[v];
       if (const auto* c = std::get_if<CollectiveWork>(&op.work); c && op.label == "dispatch")
-        CHECK(c->bytes == doctest::Approx(100.0 * 64 * 2));  // each device sends its T k rows
+        CHECK(c->bytes == test::rel(100.0 * 64 * 2));  // each device sends its T k rows
       if (const auto* c = std::get_if<ComputeWork>(&op.work); c && op.label == "expert_ffn1") {
         CHECK(c->shape == KernelShape{{prog == 0 ? 72 : 28, 256, 64}, 2});  // mean rows per local expert
         ffn1++;
@@ -275,13 +276,13 @@ TEST_CASE("moe router: dropless: the busiest device sets the step time (analytic
   const Prediction pz = predict(parse_scenario(skewed.dump(), "z.json"), options(true));
   // Uniform: dropless computes what cf 1 pads to; zipf: the hottest expert's device computes
   // 0.48 x 512 = 245.76 rows instead of 128, and the step takes longer.
-  CHECK(pu.step_time_s == doctest::Approx(pp.step_time_s).epsilon(1e-9));
+  CHECK(pu.step_time_s == test::rel(pp.step_time_s, 1e-9));
   CHECK(pz.step_time_s > pp.step_time_s * 1.01);
   CHECK(pz.moe->dropped_token_fraction == 0);
   const json r = report_json(pz);
   CHECK(r["moe"]["dispatch"] == "dropless");
   CHECK(r["moe"]["capacity_tokens_per_expert_per_micro_batch"].is_null());
-  CHECK(r["moe"]["expert_rows_per_device_per_micro_batch"][0].get<double>() == doctest::Approx(245.76));
+  CHECK(r["moe"]["expert_rows_per_device_per_micro_batch"][0].get<double>() == test::rel(245.76));
   CHECK(summary_text(pz).find("dropless (no capacity): the busiest device computes 245.8 expert rows") !=
         std::string::npos);
   // The slowest rank is a device holding expert 0 (ep index 0).

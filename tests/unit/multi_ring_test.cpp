@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "sim/analytic.hpp"
 #include "sim/collectives.hpp"
@@ -71,9 +72,9 @@ TEST_CASE("multi_ring schedule: L-1 channels to the next member of the block, on
   s.step(3, 5, st);
   REQUIRE(st.sends.size() == 2);
   CHECK(st.sends[0].peer == 0);  // the channels that stay in block 0: offset 3 -> 0
-  CHECK(st.sends[0].bytes == doctest::Approx(3 * B / 32));
+  CHECK(st.sends[0].bytes == test::rel(3 * B / 32));
   CHECK(st.sends[1].peer == 4);  // channel 0 leaves block 0 from offset 3, enters block 1 at 0
-  CHECK(st.sends[1].bytes == doctest::Approx(B / 32));
+  CHECK(st.sends[1].bytes == test::rel(B / 32));
   CHECK(st.recv_from == std::vector<int>{2, 6});
   // member 5 = (block 1, offset 1): to 6 inside, to (block 0, offset 2) = 2 across
   s.step(5, 0, st);
@@ -81,21 +82,21 @@ TEST_CASE("multi_ring schedule: L-1 channels to the next member of the block, on
   CHECK(st.sends[1].peer == 2);
   CHECK(st.recv_from == std::vector<int>{4, 0});
   // alpha-beta: 14 steps, each bound by the larger flow, 3 B / 32
-  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == doctest::Approx(14 * (1e-6 + 3 * B / 32 / 1e9)));
+  CHECK(s.alpha_beta_time_s(1e-6, 1e9) == test::rel(14 * (1e-6 + 3 * B / 32 / 1e9)));
   const CollectiveSchedule rs(CollectiveKind::reduce_scatter, CollectiveAlgorithm::multi_ring, 8, B, 4);
   CHECK(rs.step_count() == 7);
-  CHECK(rs.alpha_beta_time_s(0, 1e9) == doctest::Approx(7 * 3 * B / 32 / 1e9));
+  CHECK(rs.alpha_beta_time_s(0, 1e9) == test::rel(7 * 3 * B / 32 / 1e9));
   // two blocks of 2: both flows carry one channel's chunk B / (n L)
   const CollectiveSchedule ag(CollectiveKind::all_gather, CollectiveAlgorithm::multi_ring, 4, B, 2);
-  CHECK(ag.alpha_beta_time_s(0, 1e9) == doctest::Approx(3 * B / 8 / 1e9));
+  CHECK(ag.alpha_beta_time_s(0, 1e9) == test::rel(3 * B / 8 / 1e9));
   // one block: the plain ring
   const CollectiveSchedule one(CollectiveKind::all_reduce, CollectiveAlgorithm::multi_ring, 4, B, 4);
   one.step(1, 0, st);
   REQUIRE(st.sends.size() == 1);
   CHECK(st.sends[0].peer == 2);
-  CHECK(st.sends[0].bytes == doctest::Approx(B / 4));
+  CHECK(st.sends[0].bytes == test::rel(B / 4));
   CHECK(one.alpha_beta_time_s(0, 1e9) ==
-        doctest::Approx(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, B)
+        test::rel(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, B)
                             .alpha_beta_time_s(0, 1e9)));
   CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::multi_ring, 8, B, 4),
                   std::invalid_argument);
@@ -159,7 +160,7 @@ TEST_CASE("multi_ring sim: 2 nodes x 4 GPUs, the multi-ring all_reduce is 4 x fa
   const double bytes = 32 * 4e6;
   const double t = simulated(2, 4, bytes, true, Fidelity::exhaustive);
   const double expected = multi_ring_closed_form(2, 4, bytes);
-  CHECK(expected == doctest::Approx(14 * (bytes / 8 / kNic) / 4));
+  CHECK(expected == test::rel(14 * (bytes / 8 / kNic) / 4));
   INFO("simulated ", t, " s, closed form ", expected, " s");
   CHECK(std::fabs(t - expected) <= 1e-6 * expected);
 }
@@ -283,7 +284,7 @@ TEST_CASE("nccl step latency: by hop kind, NVLink inside a node, the network bet
   CHECK(net.message_latency_s(7, 8) == kNetworkStep);
   CHECK(net.message_overhead_s() == 0);  // no serial per-sender overhead on a GPU cluster
   CHECK(FatTreeNetwork(cluster(2, 8), Precision::fp32).message_latency_s(7, 8) == 0);  // absent: not modelled
-  CHECK(kStepLatencyExpected == doctest::Approx(12.288e-3));
+  CHECK(kStepLatencyExpected == test::rel(12.288e-3));
 }
 
 TEST_CASE("nccl step latency sim: 2 nodes x 8 GPUs, exhaustive all_reduce pays 30 network step latencies") {

@@ -16,6 +16,7 @@
 
 #include "app/embedded.hpp"
 #include "app/scenario.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
@@ -50,8 +51,8 @@ TEST_CASE("nccl hopper ll128: the shipped library enables LL128 on the H100 and 
   REQUIRE(cc90.size() == 2);
   CHECK(cc90[0] == kH100);
   CHECK(cc90[1] == "NVIDIA H200 SXM 141 GB");
-  CHECK(h100.gpu.nccl.compute_capability_90_ring_ll128_max_channel_Bps == doctest::Approx(36.7e9));
-  CHECK(h100.gpu.nccl.compute_capability_90_tree_ll128_max_channel_Bps[2] == doctest::Approx(29.0e9));
+  CHECK(h100.gpu.nccl.compute_capability_90_ring_ll128_max_channel_Bps == test::rel(36.7e9));
+  CHECK(h100.gpu.nccl.compute_capability_90_tree_ll128_max_channel_Bps[2] == test::rel(29.0e9));
   const NcclCommunicator c = comm_of(h100, {0, 1, 2, 3, 4, 5, 6, 7});
   CHECK(c.compute_capability_90);
   CHECK(c.ll128_enabled);
@@ -67,16 +68,16 @@ TEST_CASE("nccl hopper ll128: an 8-GPU H100 reduce-scatter of 1 GiB against its 
   const NcclCommunicator comm = comm_of(m, {0, 1, 2, 3, 4, 5, 6, 7});
   const NcclTuning& t = m.gpu.nccl;
   const auto rs = CollectiveKind::reduce_scatter;
-  CHECK(nccl_bus_Bps(t, rs, NcclTuning::ring, NcclTuning::ll128, comm) == doctest::Approx(293.6e9));
+  CHECK(nccl_bus_Bps(t, rs, NcclTuning::ring, NcclTuning::ll128, comm) == test::rel(293.6e9));
   const NcclCost c = nccl_cost(t, rs, NcclTuning::ring, NcclTuning::ll128, comm, kGiB);
-  CHECK(c.latency_s == doctest::Approx(23.3e-6));
-  CHECK(c.bandwidth_Bps == doctest::Approx(293.6e9 * 8 / 7));
-  CHECK(c.time_s == doctest::Approx(23.3e-6 + kGiB / (293.6e9 * 8 / 7)));
+  CHECK(c.latency_s == test::rel(23.3e-6));
+  CHECK(c.bandwidth_Bps == test::rel(293.6e9 * 8 / 7));
+  CHECK(c.time_s == test::rel(23.3e-6 + kGiB / (293.6e9 * 8 / 7)));
   // the same library on an A100-named device: 2.7.5's ll128MaxBwPerCh[ReduceScatter] x 8 channels,
   // under the A100's 235 GB/s bus cap x 0.92 = 216.2 GB/s: 121.6 GB/s
   const NcclCommunicator a100 = comm_of(ideal(1, kA100), {0, 1, 2, 3, 4, 5, 6, 7});
   CHECK_FALSE(a100.compute_capability_90);
-  CHECK(nccl_bus_Bps(t, rs, NcclTuning::ring, NcclTuning::ll128, a100) == doctest::Approx(121.6e9));
+  CHECK(nccl_bus_Bps(t, rs, NcclTuning::ring, NcclTuning::ll128, a100) == test::rel(121.6e9));
 }
 
 TEST_CASE("nccl hopper ll128: 4 H100 nodes, one rank each, Ring and Tree LL128 caps by hand") {
@@ -86,11 +87,11 @@ TEST_CASE("nccl hopper ll128: 4 H100 nodes, one rank each, Ring and Tree LL128 c
   REQUIRE(comm.channels == 1);
   const NcclTuning& t = m.gpu.nccl;
   const auto ar = CollectiveKind::all_reduce;
-  CHECK(nccl_bus_Bps(t, ar, NcclTuning::ring, NcclTuning::ll128, comm) == doctest::Approx(35e9));
-  CHECK(nccl_bus_Bps(t, ar, NcclTuning::tree, NcclTuning::ll128, comm) == doctest::Approx(29.0e9));
+  CHECK(nccl_bus_Bps(t, ar, NcclTuning::ring, NcclTuning::ll128, comm) == test::rel(35e9));
+  CHECK(nccl_bus_Bps(t, ar, NcclTuning::tree, NcclTuning::ll128, comm) == test::rel(29.0e9));
   const NcclCommunicator v100 = comm_of(ideal(4, "NVIDIA V100 SXM2 32 GB"), {0, 8, 16, 24});
-  CHECK(nccl_bus_Bps(t, ar, NcclTuning::ring, NcclTuning::ll128, v100) == doctest::Approx(16.7e9));
-  CHECK(nccl_bus_Bps(t, ar, NcclTuning::tree, NcclTuning::ll128, v100) == doctest::Approx(16.7e9 * 7 / 9));
+  CHECK(nccl_bus_Bps(t, ar, NcclTuning::ring, NcclTuning::ll128, v100) == test::rel(16.7e9));
+  CHECK(nccl_bus_Bps(t, ar, NcclTuning::tree, NcclTuning::ll128, v100) == test::rel(16.7e9 * 7 / 9));
 }
 
 TEST_CASE("nccl hopper ll128: an inline library's 9.0 caps without their devices are refused at the path") {
@@ -133,7 +134,7 @@ TEST_CASE("nccl hopper ll128: never chosen in one NVLS node, chosen across nodes
   const NcclCost c = nccl_choose(m.gpu.nccl, CollectiveKind::all_reduce, four, 1048576, false);
   CHECK(c.algorithm == NcclTuning::ring);
   CHECK(c.protocol == NcclTuning::ll128);
-  CHECK(c.time_s == doctest::Approx(34e-6 + 1048576 / 23.333333e9));
+  CHECK(c.time_s == test::rel(34e-6 + 1048576 / 23.333333e9));
   const NcclCost s = nccl_cost(m.gpu.nccl, CollectiveKind::all_reduce, NcclTuning::ring, NcclTuning::simple, four, 1048576);
-  CHECK(s.time_s == doctest::Approx(66e-6 * 1.9 + 1048576 / 33.333333e9));
+  CHECK(s.time_s == test::rel(66e-6 * 1.9 + 1048576 / 33.333333e9));
 }

@@ -24,6 +24,7 @@
 #include "sim/collectives.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
@@ -89,11 +90,11 @@ TEST_CASE("nvls gather schedule: one step, each member sends B / (n-1) to every 
     double sent = 0;
     for (const auto& snd : st.sends) {
       CHECK(snd.peer != 5);
-      CHECK(snd.bytes == doctest::Approx(kGiB / 7));
+      CHECK(snd.bytes == test::rel(kGiB / 7));
       sent += snd.bytes;
     }
-    CHECK(sent == doctest::Approx(kGiB));  // reduce-scatter's send side, all-gather's receive side: B
-    CHECK(s.alpha_beta_time_s(23e-6, kLink) == doctest::Approx(kSimulated1GiB));
+    CHECK(sent == test::rel(kGiB));  // reduce-scatter's send side, all-gather's receive side: B
+    CHECK(s.alpha_beta_time_s(23e-6, kLink) == test::rel(kSimulated1GiB));
   }
 }
 
@@ -104,12 +105,12 @@ TEST_CASE("nccl nvls gather tuning: 8-GPU H100 reduce-scatter and all-gather aga
   const NcclTuning& t = m.gpu.nccl;
   for (CollectiveKind kind : {kRS, kAG}) {
     const NcclCost nvls = nccl_cost(t, kind, NcclTuning::nvls, NcclTuning::simple, comm, kGiB);
-    CHECK(nvls.latency_s == doctest::Approx(23e-6));
-    CHECK(nvls.bandwidth_Bps == doctest::Approx(333.333333e9));
-    CHECK(nvls.time_s == doctest::Approx(23e-6 + kGiB / 333.333333e9));  // 3.2442 ms
+    CHECK(nvls.latency_s == test::rel(23e-6));
+    CHECK(nvls.bandwidth_Bps == test::rel(333.333333e9));
+    CHECK(nvls.time_s == test::rel(23e-6 + kGiB / 333.333333e9));  // 3.2442 ms
     CHECK(nccl_cost(t, kind, NcclTuning::nvls, NcclTuning::ll, comm, kGiB).time_s < 0);  // Simple only
     const NcclCost ring = nccl_cost(t, kind, NcclTuning::ring, NcclTuning::simple, comm, kGiB);
-    CHECK(ring.time_s == doctest::Approx(32.2e-6 + kGiB / (kLink * 8 / 7)));  // 2.1200 ms
+    CHECK(ring.time_s == test::rel(32.2e-6 + kGiB / (kLink * 8 / 7)));  // 2.1200 ms
     CHECK(nccl_choose(t, kind, comm, kGiB, false).algorithm == NcclTuning::ring);
     CHECK(nccl_choose(t, kind, comm, 5.5e6, false).protocol == NcclTuning::ll);  // below 5.686 MB
     CHECK(nccl_choose(t, kind, comm, 5.5e6, false).algorithm == NcclTuning::ring);
@@ -125,33 +126,33 @@ TEST_CASE("nccl nvls gather tuning: 8-GPU H100 reduce-scatter and all-gather aga
 }
 
 TEST_CASE("nccl nvls gather sim: 1 GiB reduce-scatter as NVLS, exhaustive") {
-  CHECK(simulated(kRS, kGiB, true, Fidelity::exhaustive) == doctest::Approx(kSimulated1GiB).epsilon(1e-9));
+  CHECK(simulated(kRS, kGiB, true, Fidelity::exhaustive) == test::rel(kSimulated1GiB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: 1 GiB reduce-scatter as NVLS, folded the same") {
-  CHECK(simulated(kRS, kGiB, true, Fidelity::folded) == doctest::Approx(kSimulated1GiB).epsilon(1e-9));
+  CHECK(simulated(kRS, kGiB, true, Fidelity::folded) == test::rel(kSimulated1GiB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: 1 GiB reduce-scatter as NVLS, analytic the same") {
-  CHECK(simulated(kRS, kGiB, true, Fidelity::folded, true) == doctest::Approx(kSimulated1GiB).epsilon(1e-9));
+  CHECK(simulated(kRS, kGiB, true, Fidelity::folded, true) == test::rel(kSimulated1GiB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: 1 GiB all-gather as NVLS, exhaustive") {
-  CHECK(simulated(kAG, kGiB, true, Fidelity::exhaustive) == doctest::Approx(kSimulated1GiB).epsilon(1e-9));
+  CHECK(simulated(kAG, kGiB, true, Fidelity::exhaustive) == test::rel(kSimulated1GiB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: 1 GiB all-gather as NVLS, folded the same") {
-  CHECK(simulated(kAG, kGiB, true, Fidelity::folded) == doctest::Approx(kSimulated1GiB).epsilon(1e-9));
+  CHECK(simulated(kAG, kGiB, true, Fidelity::folded) == test::rel(kSimulated1GiB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: 1 GiB all-gather as NVLS, analytic the same") {
-  CHECK(simulated(kAG, kGiB, true, Fidelity::folded, true) == doctest::Approx(kSimulated1GiB).epsilon(1e-9));
+  CHECK(simulated(kAG, kGiB, true, Fidelity::folded, true) == test::rel(kSimulated1GiB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: a tuned 7 MB all-gather runs NVLS, exhaustive") {
-  CHECK(simulated(kAG, k7MB, false, Fidelity::exhaustive) == doctest::Approx(kSimulated7MB).epsilon(1e-9));
+  CHECK(simulated(kAG, k7MB, false, Fidelity::exhaustive) == test::rel(kSimulated7MB, 1e-9));
 }
 
 TEST_CASE("nccl nvls gather sim: a tuned 7 MB reduce-scatter runs NVLS, folded") {
-  CHECK(simulated(kRS, k7MB, false, Fidelity::folded) == doctest::Approx(kSimulated7MB).epsilon(1e-9));
+  CHECK(simulated(kRS, k7MB, false, Fidelity::folded) == test::rel(kSimulated7MB, 1e-9));
 }

@@ -15,6 +15,7 @@
 #include "sim/analytic.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "tests/unit/small_scenario.hpp"
 #include "topologies/fat_tree.hpp"
@@ -74,10 +75,10 @@ constexpr double kSimpleBw = 80e9 * kRatio, kLlBw = 20e9 * kRatio, kLl128Bw = 73
 TEST_CASE("nccl tuning: the shipped 2.7.5 tables are read") {
   const NcclTuning t = shipped_tuning();
   CHECK(t.name == "nccl-2.7.5");
-  CHECK(t.base_latency_s[NcclTuning::ring][NcclTuning::simple] == doctest::Approx(8.4e-6));
-  CHECK(t.hw_latency_s[NcclTuning::network][NcclTuning::tree][NcclTuning::simple] == doctest::Approx(50e-6));
-  CHECK(t.hw_latency_s[NcclTuning::nvlink][NcclTuning::ring][NcclTuning::ll] == doctest::Approx(0.47e-6));
-  CHECK(t.tree_correction[NcclTuning::simple][11] == doctest::Approx(0.5));
+  CHECK(t.base_latency_s[NcclTuning::ring][NcclTuning::simple] == test::rel(8.4e-6));
+  CHECK(t.hw_latency_s[NcclTuning::network][NcclTuning::tree][NcclTuning::simple] == test::rel(50e-6));
+  CHECK(t.hw_latency_s[NcclTuning::nvlink][NcclTuning::ring][NcclTuning::ll] == test::rel(0.47e-6));
+  CHECK(t.tree_correction[NcclTuning::simple][11] == test::rel(0.5));
   CHECK(t.ll128_devices.size() == 2);
 }
 
@@ -86,17 +87,17 @@ TEST_CASE("nccl tuning: ring latencies and bandwidths on 4 nodes x 8 GPUs, by ha
   const NcclCommunicator c = four_by_eight();
   const double small = 4096, large = 1 << 30;
   const NcclCost simple_small = nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, c, small);
-  CHECK(simple_small.latency_s == doctest::Approx(kSimpleLat));
-  CHECK(simple_small.bandwidth_Bps == doctest::Approx(kSimpleBw));
-  CHECK(simple_small.time_s == doctest::Approx(kSimpleLat + small / kSimpleBw));  // below the plateau
+  CHECK(simple_small.latency_s == test::rel(kSimpleLat));
+  CHECK(simple_small.bandwidth_Bps == test::rel(kSimpleBw));
+  CHECK(simple_small.time_s == test::rel(kSimpleLat + small / kSimpleBw));  // below the plateau
   CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, c, large).time_s ==
-        doctest::Approx(1.9 * kSimpleLat + large / kSimpleBw));
+        test::rel(1.9 * kSimpleLat + large / kSimpleBw));
   const NcclCost ll = nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::ll, c, small);
-  CHECK(ll.latency_s == doctest::Approx(kLlLat));
-  CHECK(ll.bandwidth_Bps == doctest::Approx(kLlBw));
+  CHECK(ll.latency_s == test::rel(kLlLat));
+  CHECK(ll.bandwidth_Bps == test::rel(kLlBw));
   const NcclCost ll128 = nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::ll128, c, small);
-  CHECK(ll128.latency_s == doctest::Approx(kLl128Lat));
-  CHECK(ll128.bandwidth_Bps == doctest::Approx(kLl128Bw));
+  CHECK(ll128.latency_s == test::rel(kLl128Lat));
+  CHECK(ll128.bandwidth_Bps == test::rel(kLl128Bw));
   NcclCommunicator no_ll128 = c;
   no_ll128.ll128_enabled = false;  // e.g. the H100 under 2.7.5
   CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::ll128, no_ll128, small).time_s < 0);
@@ -109,8 +110,8 @@ TEST_CASE("nccl tuning: the ring's protocol by size, LL then LL128 then Simple, 
   const NcclCommunicator c = four_by_eight();
   const double ll_to_ll128 = (kLl128Lat - kLlLat) / (1 / kLlBw - 1 / kLl128Bw);
   const double ll128_to_simple = (1.9 * kSimpleLat - kLl128Lat) / (1 / kLl128Bw - 1 / kSimpleBw);
-  CHECK(ll_to_ll128 == doctest::Approx(1.038e6).epsilon(1e-3));
-  CHECK(ll128_to_simple == doctest::Approx(164.7e6).epsilon(1e-3));
+  CHECK(ll_to_ll128 == test::rel(1.038e6, 1e-3));
+  CHECK(ll128_to_simple == test::rel(164.7e6, 1e-3));
   CHECK(nccl_choose(t, kAR, c, 0.99 * ll_to_ll128, false).protocol == NcclTuning::ll);
   CHECK(nccl_choose(t, kAR, c, 1.01 * ll_to_ll128, false).protocol == NcclTuning::ll128);
   CHECK(nccl_choose(t, kAR, c, 0.99 * ll128_to_simple, false).protocol == NcclTuning::ll128);
@@ -127,17 +128,17 @@ TEST_CASE("nccl tuning: tree latencies and bandwidths on 4 nodes x 8 GPUs, by ha
   const NcclTuning t = shipped_tuning();
   const NcclCommunicator c = four_by_eight();
   const NcclCost simple = nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::simple, c, 4096);
-  CHECK(simple.latency_s == doctest::Approx(592e-6));
-  CHECK(simple.bandwidth_Bps == doctest::Approx(36e9));
+  CHECK(simple.latency_s == test::rel(592e-6));
+  CHECK(simple.bandwidth_Bps == test::rel(36e9));
   // 4096 B: log2(64) = 6, Simple's correction 0.9
-  CHECK(simple.time_s == doctest::Approx(592e-6 + 4096 / (36e9 * 0.9)));
+  CHECK(simple.time_s == test::rel(592e-6 + 4096 / (36e9 * 0.9)));
   const NcclCost ll = nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll, c, 4096);
-  CHECK(ll.latency_s == doctest::Approx(37.504e-6));
-  CHECK(ll.bandwidth_Bps == doctest::Approx(72e9 / 3.8 / 2));
-  CHECK(ll.time_s == doctest::Approx(37.504e-6 + 4096 / (72e9 / 3.8 / 2 * 0.7)));  // LL's correction at 6: 0.7
+  CHECK(ll.latency_s == test::rel(37.504e-6));
+  CHECK(ll.bandwidth_Bps == test::rel(72e9 / 3.8 / 2));
+  CHECK(ll.time_s == test::rel(37.504e-6 + 4096 / (72e9 / 3.8 / 2 * 0.7)));  // LL's correction at 6: 0.7
   const NcclCost ll128 = nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, c, 4096);
-  CHECK(ll128.latency_s == doctest::Approx(55.2e-6));
-  CHECK(ll128.bandwidth_Bps == doctest::Approx(72e9 * 0.915 / 2));
+  CHECK(ll128.latency_s == test::rel(55.2e-6));
+  CHECK(ll128.bandwidth_Bps == test::rel(72e9 * 0.915 / 2));
 }
 
 // Ring against Tree (both with their best protocol): Tree/LL below 131.7 kB (4.4 + 2 (...) us of
@@ -151,8 +152,8 @@ TEST_CASE("nccl tuning: ring against tree on 4 nodes x 8 GPUs, the crossover siz
   const double tree_ll128_bw = 72e9 * 0.915 / 2;
   const double first = (kLl128Lat - 55.2e-6) / (1 / (tree_ll128_bw * 0.6) - 1 / kLl128Bw);
   const double last = (kLl128Lat - 55.2e-6) / (1 / (tree_ll128_bw * 0.7) - 1 / kLl128Bw);
-  CHECK(first == doctest::Approx(3.510e6).epsilon(1e-3));
-  CHECK(last == doctest::Approx(4.999e6).epsilon(1e-3));
+  CHECK(first == test::rel(3.510e6, 1e-3));
+  CHECK(last == test::rel(4.999e6, 1e-3));
   const NcclCost small = nccl_choose(t, kAR, c, 4096, true);
   CHECK(small.algorithm == NcclTuning::tree);
   CHECK(small.protocol == NcclTuning::ll);
@@ -218,7 +219,7 @@ TEST_CASE("nccl protocol sim: the communicator of 2 nodes x 8 GPUs") {
   CHECK(c.ranks == 16);
   CHECK(c.nodes == 2);
   CHECK(c.channels == 8);
-  CHECK(c.bus_Bps == doctest::Approx(80e9));  // 8 NICs x 10 GB/s, below NVLink's 100 GB/s
+  CHECK(c.bus_Bps == test::rel(80e9));  // 8 NICs x 10 GB/s, below NVLink's 100 GB/s
 }
 
 TEST_CASE("nccl protocol sim: Simple, exhaustive pays baseLat once and hwLat per step") {
@@ -260,9 +261,9 @@ TEST_CASE("nccl protocol: the faulty network forwards a collective's library ste
   CollectiveWork c{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", 1e6};
   c.within_node_step_latency_s = 0.47e-6;
   c.between_nodes_step_latency_s = 2.7e-6;
-  CHECK(net.message_latency_s(0, 1, c) == doctest::Approx(0.47e-6));
-  CHECK(net.message_latency_s(0, 8, c) == doctest::Approx(2.7e-6));
-  CHECK(net.message_latency_s(0, 8) == doctest::Approx(9.6e-6));  // p2p: Ring/Simple
+  CHECK(net.message_latency_s(0, 1, c) == test::rel(0.47e-6));
+  CHECK(net.message_latency_s(0, 8, c) == test::rel(2.7e-6));
+  CHECK(net.message_latency_s(0, 8) == test::rel(9.6e-6));  // p2p: Ring/Simple
 }
 
 TEST_CASE("nccl tuning: a machine's collective_library is refused beside the step latencies, or unknown") {
@@ -304,15 +305,15 @@ TEST_CASE("nccl tuning: compute capability 8.0's bus cap and Tree/LL128 maxTreeB
   one.channels = 8;
   one.bus_Bps = 300e9;
   one.ll128_enabled = true;
-  CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, one, 1e6).bandwidth_Bps == doctest::Approx(300e9 * 8 / 14));
+  CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, one, 1e6).bandwidth_Bps == test::rel(300e9 * 8 / 14));
   one.compute_capability_80 = true;
-  CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, one, 1e6).bandwidth_Bps == doctest::Approx(235e9 * 8 / 14));
+  CHECK(nccl_cost(t, kAR, NcclTuning::ring, NcclTuning::simple, one, 1e6).bandwidth_Bps == test::rel(235e9 * 8 / 14));
   NcclCommunicator four = four_by_eight();
   four.bus_Bps = 200e9;
-  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, four, 1e6).bandwidth_Bps == doctest::Approx(80e9 * 0.915 / 2));
+  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, four, 1e6).bandwidth_Bps == test::rel(80e9 * 0.915 / 2));
   four.compute_capability_80 = true;
-  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, four, 1e6).bandwidth_Bps == doctest::Approx(105e9 * 0.915 / 2));
-  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::simple, four, 1e6).bandwidth_Bps == doctest::Approx(80e9 / 2));
+  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::ll128, four, 1e6).bandwidth_Bps == test::rel(105e9 * 0.915 / 2));
+  CHECK(nccl_cost(t, kAR, NcclTuning::tree, NcclTuning::simple, four, 1e6).bandwidth_Bps == test::rel(80e9 / 2));
 }
 
 // NCCL's tree chunks (enqueue.cc computeColl) on 4 nodes x 8: 16 channels, depth 7 + 2 = 9. Simple:

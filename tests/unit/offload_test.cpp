@@ -18,6 +18,7 @@
 #include "models/memory_model.hpp"
 #include "models/transformer.hpp"
 #include "sim/cost_model.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -167,9 +168,9 @@ TEST_CASE("offload: the gradient shard goes to the host, Adam runs there, the pa
   const RooflineCostModel roofline(dev);
   const ProfileCostModel profile(dev, std::make_shared<NeverAsked>());
   for (const CostModel* cost : {static_cast<const CostModel*>(&roofline), static_cast<const CostModel*>(&profile)}) {
-    CHECK(cost->compute_time_s(dw) == doctest::Approx(118400 / 10e9));
-    CHECK(cost->compute_time_s(aw) == doctest::Approx(1657600 / 20e9));
-    CHECK(cost->compute_time_s(uw) == doctest::Approx(118400 / 10e9));
+    CHECK(cost->compute_time_s(dw) == test::rel(118400 / 10e9));
+    CHECK(cost->compute_time_s(aw) == test::rel(1657600 / 20e9));
+    CHECK(cost->compute_time_s(uw) == test::rel(118400 / 10e9));
   }
   // Not device kernels: outside the sampled vocabulary, and nothing to run.
   for (Kernel k : all_kernels) CHECK_FALSE(is_host_class(kernel_class(k)));
@@ -211,7 +212,7 @@ TEST_CASE("offload: off, the step graph keeps the device's Adam and has no host 
   CHECK(boost::num_vertices(on.workload.programs.at(0)) == boost::num_vertices(g) - 3);
   // The host's Adam flops are not the devices': executed FLOPs drop by the device Adam's 12 per
   // parameter, the unscale's 1 and the norm's 2.
-  CHECK(w.executed_flops - on.executed_flops == doctest::Approx(2 * (12 + 1 + 2) * kTinyParameters / 2));
+  CHECK(w.executed_flops - on.executed_flops == test::rel(2 * (12 + 1 + 2) * kTinyParameters / 2));
 }
 
 TEST_CASE("offload: the simulated step swaps the device's Adam for the copies and the host Adam, each bytes / bandwidth") {
@@ -227,11 +228,11 @@ TEST_CASE("offload: the simulated step swaps the device's Adam for the copies an
   const Prediction on = predict(with, o);
   const Prediction on_analytic = predict(with, a);
   const Prediction off = predict(parse_scenario(tiny_scenario("selene-dgx-a100", false).dump(), "o.json"), a);
-  CHECK(on.step_time_s == doctest::Approx(on_analytic.step_time_s).epsilon(1e-9));
+  CHECK(on.step_time_s == test::rel(on_analytic.step_time_s, 1e-9));
   const double link_s = 2 * (2 * kTinyParameters) / 31.5e9;  // down and up, 2 bytes per parameter each
   const double host_adam_s = 28 * kTinyParameters / 51.2e9;
-  CHECK(class_time_s(on, KernelClass::host_link) == doctest::Approx(link_s));
-  CHECK(class_time_s(on, KernelClass::host_memory) == doctest::Approx(host_adam_s));
+  CHECK(class_time_s(on, KernelClass::host_link) == test::rel(link_s));
+  CHECK(class_time_s(on, KernelClass::host_memory) == test::rel(host_adam_s));
   CHECK(class_time_s(on, KernelClass::optimizer_update) == 0);
   const double device_adam_s = class_time_s(off, KernelClass::optimizer_update);
   CHECK(device_adam_s > 0);
@@ -239,8 +240,8 @@ TEST_CASE("offload: the simulated step swaps the device's Adam for the copies an
   const double device_optimizer_s = off.breakdown.optimizer_s;
   CHECK(device_optimizer_s > device_adam_s);
   CHECK(on_analytic.step_time_s - off.step_time_s ==
-        doctest::Approx(link_s + host_adam_s - device_optimizer_s).epsilon(1e-9));
-  CHECK(on.breakdown.optimizer_s == doctest::Approx(link_s + host_adam_s));
+        test::rel(link_s + host_adam_s - device_optimizer_s, 1e-9));
+  CHECK(on.breakdown.optimizer_s == test::rel(link_s + host_adam_s));
   // The report names the plan's offload and the machine's host bandwidths.
   const json r = report_json(on);
   CHECK(r["plan"]["offload_optimizer"] == true);
@@ -258,7 +259,7 @@ TEST_CASE("offload: the optimizer state leaves the device for host memory, in th
   CHECK(off.host_optimizer_state_bytes == 0);
   CHECK(on.optimizer_state_bytes == 0);
   CHECK(on.host_optimizer_state_bytes == 12 * kTinyParameters / 2);
-  CHECK(off.total_bytes - on.total_bytes == doctest::Approx(12 * kTinyParameters / 2));
+  CHECK(off.total_bytes - on.total_bytes == test::rel(12 * kTinyParameters / 2));
   CHECK(on.parameters_bytes == off.parameters_bytes);
   CHECK(on.gradients_bytes == off.gradients_bytes);
   // memory_shortfall compares only the device's bytes: host memory does not count.
@@ -270,8 +271,8 @@ TEST_CASE("offload: the optimizer state leaves the device for host memory, in th
   const json r = report_json(predict(parse_scenario(tiny_scenario("selene-dgx-a100", true).dump(), "o.json"), o));
   const json& mem = r["memory_per_device_bytes"];
   CHECK(mem["optimizer_state"] == 0);
-  CHECK(mem["host_optimizer_state"].get<double>() == doctest::Approx(12 * kTinyParameters));
-  CHECK(mem["model_state"].get<double>() == doctest::Approx(4 * kTinyParameters));
+  CHECK(mem["host_optimizer_state"].get<double>() == test::rel(12 * kTinyParameters));
+  CHECK(mem["model_state"].get<double>() == test::rel(4 * kTinyParameters));
 }
 
 TEST_CASE("offload: GPT-52B on one DGX A100 node does not fit without offload and fits and runs with it") {
@@ -290,7 +291,7 @@ TEST_CASE("offload: GPT-52B on one DGX A100 node does not fit without offload an
   CHECK(p.memory.parameters_bytes * 8 > 80e9);
   // Its optimizer time is the two copies and the host Adam of the GPU's parameters, by hand.
   const double psi = p.memory.parameters;
-  CHECK(p.breakdown.optimizer_s == doctest::Approx(2 * 2 * psi / 31.5e9 + 28 * psi / 51.2e9));
+  CHECK(p.breakdown.optimizer_s == test::rel(2 * 2 * psi / 31.5e9 + 28 * psi / 51.2e9));
 }
 
 TEST_CASE("offload: machines that do not describe their hosts refuse it with the file and /plan/offload_optimizer") {

@@ -16,6 +16,7 @@
 #include "costs/profile_cost_model.hpp"
 #include "models/plan_rules.hpp"
 #include "models/transformer_parameters.hpp"
+#include "tests/unit/approx.hpp"
 
 #include "tests/unit/small_scenario.hpp"
 
@@ -56,8 +57,8 @@ TEST_CASE("per-tensor gradients: BERT-Large's 398 tensors hold its 336,226,108 p
   // the MLM transform, its layer norm, the output bias (5), pooler and NSP classifier (4)
   CHECK(t.size() == 24 * 16 + 14);
   CHECK(t.size() == lamb_norm_groups(m));
-  CHECK(sum(t) == doctest::Approx(336226108.0).epsilon(1e-12));
-  CHECK(sum(t) == doctest::Approx(transformer_parameters(m, 512)).epsilon(1e-12));
+  CHECK(sum(t) == test::rel(336226108.0, 1e-12));
+  CHECK(sum(t) == test::rel(transformer_parameters(m, 512), 1e-12));
   CHECK(t.front() == 30522);  // the backward's first: the MLM output bias
   CHECK(t.back() == 1024);    // its last: the embedding layer norm's shift
 }
@@ -75,7 +76,7 @@ TEST_CASE("per-tensor gradients: a GPT with untied logits and SwiGLU sums to its
   m.tied_embeddings = false;
   const std::vector<double> t = gradient_tensor_parameters(m, 256);
   CHECK(t.size() == 1 + 3 * (12 + 3) + 2);  // the logits' matrix, per layer 12 + 3, word and position
-  CHECK(sum(t) == doctest::Approx(transformer_parameters(m, 256)).epsilon(1e-12));
+  CHECK(sum(t) == test::rel(transformer_parameters(m, 256), 1e-12));
 }
 
 TEST_CASE("grad_sync per_tensor: one all-reduce per tensor on the 4 x 4 torus, each paying its steps' latency") {
@@ -96,7 +97,7 @@ TEST_CASE("grad_sync per_tensor: one all-reduce per tensor on the 4 x 4 torus, e
   CHECK(reductions == 2 * 16 + 14);
   // The smallest (the NSP classifier's 2-element bias) is latency alone: 2 (3 + 3) one-hop ring
   // steps of the pod's 1 us link latency = 12 us (its 4 bytes add nothing measurable).
-  CHECK(shortest_s == doctest::Approx(12e-6).epsilon(0.02));
+  CHECK(shortest_s == test::rel(12e-6, 0.02));
   // one after another: 46 x 12 us of latency at least
   CHECK(chained_s > 46 * 12e-6);
 }

@@ -16,6 +16,7 @@
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
@@ -79,7 +80,7 @@ void check_send_then_compute(Fidelity fid) {
   const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{fid});
   const double flow_s = 2 * kLatency_s + kSendBytes / kBandwidth_Bps;
-  CHECK(res.step_time_s == doctest::Approx(2.0 + flow_s).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(2.0 + flow_s, 1e-9));
   CHECK(res.fidelity == fid);
   CHECK(res.stats.flows == 1);
   REQUIRE(res.ranks.size() == 2);
@@ -93,27 +94,27 @@ void check_send_then_compute(Fidelity fid) {
   // rank 0: compute [0, 1], send [1, 1 + flow]; rank 1: recv [0, 1 + flow], compute after it.
   const auto& s0 = res.ranks[0].ops;
   const auto& s1 = res.ranks[1].ops;
-  CHECK(s0[0].end_s == doctest::Approx(1.0).epsilon(1e-9));
-  CHECK(s0[1].ready_s == doctest::Approx(1.0).epsilon(1e-9));
-  CHECK(s0[1].end_s == doctest::Approx(1.0 + flow_s).epsilon(1e-9));
+  CHECK(s0[0].end_s == test::rel(1.0, 1e-9));
+  CHECK(s0[1].ready_s == test::rel(1.0, 1e-9));
+  CHECK(s0[1].end_s == test::rel(1.0 + flow_s, 1e-9));
   CHECK(s1[0].ready_s == 0);
-  CHECK(s1[0].end_s == doctest::Approx(1.0 + flow_s).epsilon(1e-9));
-  CHECK(s1[1].end_s == doctest::Approx(2.0 + flow_s).epsilon(1e-9));
+  CHECK(s1[0].end_s == test::rel(1.0 + flow_s, 1e-9));
+  CHECK(s1[1].end_s == test::rel(2.0 + flow_s, 1e-9));
   // Transfers are communication in the breakdown, each rank against its own program.
   const Breakdown b0 = breakdown_of(w.program(0), res.ranks[0]);
-  CHECK(b0.forward_compute_s == doctest::Approx(1.0).epsilon(1e-9));
-  CHECK(b0.forward_communication_s == doctest::Approx(flow_s).epsilon(1e-9));
+  CHECK(b0.forward_compute_s == test::rel(1.0, 1e-9));
+  CHECK(b0.forward_communication_s == test::rel(flow_s, 1e-9));
   const Breakdown b1 = breakdown_of(w.program(1), res.ranks[1]);
-  CHECK(b1.forward_communication_s == doctest::Approx(1.0 + flow_s).epsilon(1e-9));
-  CHECK(b1.forward_compute_s == doctest::Approx(1.0).epsilon(1e-9));
-  CHECK(b1.total_s() == doctest::Approx(res.step_time_s).epsilon(1e-9));
+  CHECK(b1.forward_communication_s == test::rel(1.0 + flow_s, 1e-9));
+  CHECK(b1.forward_compute_s == test::rel(1.0, 1e-9));
+  CHECK(b1.total_s() == test::rel(res.step_time_s, 1e-9));
   const auto cp = critical_path(w.program(1), res.ranks[1]);
   REQUIRE(cp.size() == 2);
   CHECK(cp[0].label == "recv");
   CHECK_FALSE(cp[0].compute);
-  CHECK(cp[0].seconds == doctest::Approx(1.0 + flow_s).epsilon(1e-9));
+  CHECK(cp[0].seconds == test::rel(1.0 + flow_s, 1e-9));
   CHECK(cp[1].label == "fwd");
-  CHECK(cp[1].seconds == doctest::Approx(1.0).epsilon(1e-9));
+  CHECK(cp[1].seconds == test::rel(1.0, 1e-9));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,10 +226,10 @@ void check_ideal_pipeline(const PipelineSpec& ps, Fidelity fid) {
   const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{fid});
   const double tb_s = 2 * ps.tf_s;
-  CHECK(res.step_time_s == doctest::Approx(ideal_step_s(ps)).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(ideal_step_s(ps), 1e-9));
   // Megatron's bubble: bubble time over ideal time = (p - 1) / m.
   const double ideal_s = ps.m * (ps.tf_s + tb_s);
-  CHECK((res.step_time_s - ideal_s) / ideal_s == doctest::Approx(double(ps.p - 1) / ps.m).epsilon(1e-9));
+  CHECK((res.step_time_s - ideal_s) / ideal_s == test::rel(double(ps.p - 1) / ps.m, 1e-9));
   CHECK(res.stats.flows == 0);  // zero-byte transfers order without flows
   const int expected_slots = fid == Fidelity::folded ? ps.p : ps.p * ps.dp;
   REQUIRE(static_cast<int>(res.ranks.size()) == expected_slots);
@@ -239,8 +240,8 @@ void check_ideal_pipeline(const PipelineSpec& ps, Fidelity fid) {
     REQUIRE(r.ops.size() == boost::num_vertices(w.program(r.rank)));
     // Every stage computes m (tf + tb); what it waits on its receives is communication.
     const Breakdown b = breakdown_of(w.program(r.rank), r);
-    CHECK(b.forward_compute_s == doctest::Approx(ps.m * ps.tf_s).epsilon(1e-9));
-    CHECK(b.backward_compute_s == doctest::Approx(ps.m * tb_s).epsilon(1e-9));
+    CHECK(b.forward_compute_s == test::rel(ps.m * ps.tf_s, 1e-9));
+    CHECK(b.backward_compute_s == test::rel(ps.m * tb_s, 1e-9));
   }
   // Stage 0 ends last, with its last backward.
   const SimulatedRank& slow = slowest_rank(res);
@@ -311,7 +312,7 @@ void check_pipeline_with_transfers(Fidelity fid) {
   // sends: the forward wave crosses p-1 hops, the backward wave too.
   const double x = 2 * kLatency_s + ps.transfer_bytes / kBandwidth_Bps;
   CHECK(x < ps.tf_s);
-  CHECK(res.step_time_s == doctest::Approx(ideal_step_s(ps) + 2 * (ps.p - 1) * x).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(ideal_step_s(ps) + 2 * (ps.p - 1) * x, 1e-9));
   // one flow per send of each simulated rank: folded simulates one pipeline of the dp
   const long pipelines = fid == Fidelity::folded ? 1 : ps.dp;
   CHECK(res.stats.flows == 2L * (ps.p - 1) * ps.m * pipelines);
@@ -343,7 +344,7 @@ TEST_CASE("pipeline engine: exhaustive GPipe p=4 m=8 dp=2 then a data-parallel r
   const double ar_s = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, ps.dp, bytes)
                           .alpha_beta_time_s(2 * kLatency_s, kBandwidth_Bps);
   CHECK(ar_s > 0);
-  CHECK(res.step_time_s == doctest::Approx(ideal_step_s(ps) + ar_s).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(ideal_step_s(ps) + ar_s, 1e-9));
   CHECK(res.stats.flows == 2L * (ps.dp - 1) * ps.dp * ps.p);
 }
 
@@ -367,11 +368,11 @@ TEST_CASE("pipeline engine: exhaustive all_reduce between the first and the last
   // The last stage enters early; each ring step then waits for stage 0's flow of the step before.
   const double ar_s = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 2, bytes)
                           .alpha_beta_time_s(2 * kLatency_s, kBandwidth_Bps);
-  CHECK(res.step_time_s == doctest::Approx(ideal_step_s(ps) + ar_s).epsilon(1e-9));
+  CHECK(res.step_time_s == test::rel(ideal_step_s(ps) + ar_s, 1e-9));
   const SimulatedRank& last = res.ranks.at(ps.p - 1);
   const OpId tied = boost::num_vertices(w.programs[ps.p - 1]) - 1;
   CHECK(last.ops.at(tied).ready_s < ideal_step_s(ps) - 1.0);
-  CHECK(last.ops.at(tied).end_s == doctest::Approx(ideal_step_s(ps) + ar_s).epsilon(1e-9));
+  CHECK(last.ops.at(tied).end_s == test::rel(ideal_step_s(ps) + ar_s, 1e-9));
 }
 
 // Compute-as-delay is decided per program: one rank's unordered compute ops must share its
@@ -391,9 +392,9 @@ TEST_CASE("pipeline engine: unordered compute ops share the units in their progr
   const test::FixedRateCostModel cost(kRate_flops_per_s);
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   REQUIRE(res.ranks.size() == 2);
-  for (const auto& op : res.ranks[0].ops) CHECK(op.end_s == doctest::Approx(2.0).epsilon(1e-9));
-  CHECK(res.ranks[1].ops[0].end_s == doctest::Approx(1.0).epsilon(1e-9));
-  CHECK(res.ranks[1].ops[1].end_s == doctest::Approx(2.0).epsilon(1e-9));
+  for (const auto& op : res.ranks[0].ops) CHECK(op.end_s == test::rel(2.0, 1e-9));
+  CHECK(res.ranks[1].ops[0].end_s == test::rel(1.0, 1e-9));
+  CHECK(res.ranks[1].ops[1].end_s == test::rel(2.0, 1e-9));
 }
 
 // ---------------------------------------------------------------------------------------------

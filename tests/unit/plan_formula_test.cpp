@@ -12,6 +12,7 @@
 #include "models/plan_formula.hpp"
 #include "models/transformer.hpp"
 #include "sim/analytic.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -90,9 +91,9 @@ TEST_CASE("the formula tier's step equals the analytic estimate on the plan's gr
     const FormulaEstimate e = formula.estimate(key_of(c), m, training(), plan);
     const TransformerWorkload tw = build_transformer_workload(m, training(), plan);
     const SimResult r = estimate_step(tw.workload, net, cost);
-    CHECK(e.step_time_s == doctest::Approx(r.step_time_s).epsilon(1e-9));
-    CHECK(e.executed_flops == doctest::Approx(tw.executed_flops).epsilon(1e-9));
-    CHECK(e.model_flops == doctest::Approx(tw.model_flops).epsilon(1e-9));
+    CHECK(e.step_time_s == test::rel(r.step_time_s, 1e-9));
+    CHECK(e.executed_flops == test::rel(tw.executed_flops, 1e-9));
+    CHECK(e.model_flops == test::rel(tw.model_flops, 1e-9));
   }
 }
 
@@ -108,17 +109,17 @@ TEST_CASE("the formula tier's 1F1B step of uniform stages with free messages: (m
   PlanFormula formula(net, cost, [](Workload&) {}, 1, WorkloadBuild{});
   const LayerShapeCosts& s = formula.shape(key_of(c), m, training(), plan);
   const double F = 2 * s.layer_forward_s, B = 2 * s.layer_backward_s;  // two layers per stage
-  CHECK(s.message_bytes == doctest::Approx(2 * 16 * 64 * 2.0));        // b s d fp16 bytes
+  CHECK(s.message_bytes == test::rel(2 * 16 * 64 * 2.0));        // b s d fp16 bytes
   CHECK(s.layer_forward_s > 0);
   const double params = stage_dense_parameters(m, training(), plan, 0);
   double update = s.optimizer_base_s + s.optimizer_s_per_parameter * params;
   for (const ComputeWork& w : s.update_works) update += cost.compute_time_s(w) * params / s.update_parameters;
   const double expected = (6 + 4 - 1) * (F + B) + update;
   const FormulaEstimate e = formula.estimate(key_of(c), m, training(), plan);
-  CHECK(e.step_time_s == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(e.step_time_s == test::rel(expected, 1e-12));
   // Stage 0 waits in its backward for the bubble (received gradients): communication, no idle.
-  CHECK(e.breakdown.idle_s == doctest::Approx(0).epsilon(1e-12));
-  CHECK(e.breakdown.backward_communication_s == doctest::Approx(3 * (F + B)).epsilon(1e-9));
+  CHECK(e.breakdown.idle_s == doctest::Approx(0).epsilon(1e-12));  // absolute 1 ps: zero up to rounding
+  CHECK(e.breakdown.backward_communication_s == test::rel(3 * (F + B), 1e-9));
 }
 
 TEST_CASE("the formula tier refuses what it does not cover") {

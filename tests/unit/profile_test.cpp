@@ -14,6 +14,7 @@
 #include "costs/calibrate.hpp"
 #include "costs/host_profile.hpp"
 #include "costs/profile_cost_model.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -74,20 +75,20 @@ KernelShape shape(std::int64_t a, std::int64_t b = 0, std::int64_t c = 0) { retu
 TEST_CASE("host profile: a surface interpolates in log space and holds its edge values outside the grid") {
   const HostProfile hp = synthetic_profile(0.25);
   const EfficiencySurface& gelu = hp.surface(Kernel::gelu, Precision::fp32);
-  CHECK(gelu.lookup(shape(16)) == doctest::Approx(0.25));
-  CHECK(gelu.lookup(shape(1024)) == doctest::Approx(1.0));
+  CHECK(gelu.lookup(shape(16)) == test::rel(0.25));
+  CHECK(gelu.lookup(shape(1024)) == test::rel(1.0));
   // 128 is halfway between 16 and 1024 in log2 (4, 7, 10): the log-mean of 0.25 and 1
-  CHECK(gelu.lookup(shape(128)) == doctest::Approx(0.5));
-  CHECK(gelu.lookup(shape(2)) == doctest::Approx(0.25));       // below the grid: the edge
-  CHECK(gelu.lookup(shape(1 << 30)) == doctest::Approx(1.0));  // above: saturated
+  CHECK(gelu.lookup(shape(128)) == test::rel(0.5));
+  CHECK(gelu.lookup(shape(2)) == test::rel(0.25));       // below the grid: the edge
+  CHECK(gelu.lookup(shape(1 << 30)) == test::rel(1.0));  // above: saturated
   // GEMM: only the all-small corner is slow; one large dim suffices for full efficiency
-  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(16, 16, 16)) == doctest::Approx(0.25));
-  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(16, 1024, 16)) == doctest::Approx(1.0));
-  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(128, 16, 16)) == doctest::Approx(0.5));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(16, 16, 16)) == test::rel(0.25));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(16, 1024, 16)) == test::rel(1.0));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, shape(128, 16, 16)) == test::rel(0.5));
   // a batch of GEMMs runs at one GEMM's efficiency
-  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, {{16, 16, 16}, 64}) == doctest::Approx(0.25));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp32, {{16, 16, 16}, 64}) == test::rel(0.25));
   // fp16 goes through its stand-in (fp32's surface)
-  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp16, shape(16, 16, 16)) == doctest::Approx(0.25));
+  CHECK(hp.relative_efficiency(Kernel::gemm, Precision::fp16, shape(16, 16, 16)) == test::rel(0.25));
 }
 
 TEST_CASE("host profile: efficiencies above the class peak (cache-resident shapes) count as 1") {
@@ -105,7 +106,7 @@ TEST_CASE("host profile: the file round-trips") {
   CHECK(b.measured_precision(Precision::fp16) == Precision::fp32);
   for (Kernel k : all_kernels)
     CHECK(b.relative_efficiency(k, Precision::fp32, shape(16, 16, 1)) ==
-          doctest::Approx(a.relative_efficiency(k, Precision::fp32, shape(16, 16, 1))));
+          test::rel(a.relative_efficiency(k, Precision::fp32, shape(16, 16, 1))));
   CHECK(host_profile_json(b) == host_profile_json(a));  // deterministic text
 }
 
@@ -193,19 +194,19 @@ TEST_CASE("profile cost model: the host's relative efficiency scales the device'
   const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(0.25)));
   const ProfileCostModel cost(d, host);
   // A large GEMM: relative efficiency 1, so peak x best case: 8e11 flops -> 1 s.
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 0, shape(1024, 1024, 1024)}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 0, shape(1024, 1024, 1024)}) == test::rel(1.0));
   // The all-small GEMM runs at a quarter of that.
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 0, shape(16, 16, 16)}) == doctest::Approx(4.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 0, shape(16, 16, 16)}) == test::rel(4.0));
   // fp16: 4e12 x 0.5 x 0.25 (the stand-in's surface)
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp16, 5e11, 0, shape(16, 16, 16)}) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp16, 5e11, 0, shape(16, 16, 16)}) == test::rel(1.0));
   // A memory-bound kernel: bytes / (bandwidth x relative efficiency).
-  CHECK(cost.compute_time_s({Kernel::softmax, Precision::fp32, 0, 100e9, shape(1024, 1024)}) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_s({Kernel::softmax, Precision::fp32, 0, 100e9, shape(16, 16)}) == doctest::Approx(4.0));
+  CHECK(cost.compute_time_s({Kernel::softmax, Precision::fp32, 0, 100e9, shape(1024, 1024)}) == test::rel(1.0));
+  CHECK(cost.compute_time_s({Kernel::softmax, Precision::fp32, 0, 100e9, shape(16, 16)}) == test::rel(4.0));
   // The optimizer update: its own bandwidth.
-  CHECK(cost.compute_time_s({Kernel::adam, Precision::fp32, 0, 10e9, shape(1024)}) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_s({Kernel::adam, Precision::fp32, 0, 10e9, shape(16)}) == doctest::Approx(4.0));
+  CHECK(cost.compute_time_s({Kernel::adam, Precision::fp32, 0, 10e9, shape(1024)}) == test::rel(1.0));
+  CHECK(cost.compute_time_s({Kernel::adam, Precision::fp32, 0, 10e9, shape(16)}) == test::rel(4.0));
   // Never faster than the other roofline bound: a GEMM that moves many bytes.
-  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 300e9, shape(1024, 1024, 1024)}) == doctest::Approx(3.0));
+  CHECK(cost.compute_time_s({Kernel::gemm, Precision::fp32, 8e11, 300e9, shape(1024, 1024, 1024)}) == test::rel(3.0));
   CHECK(contains(host->describe(), "Test CPU"));
 }
 
@@ -231,7 +232,7 @@ TEST_CASE("profile cost model: a half GEMM's shape scaled to the fp32 ridge") {
   const ProfileCostModel off(d, host);
   const ComputeWork big16{Kernel::gemm, Precision::fp16, 2e12, 0, shape(1024, 1024, 1024)};
   const ComputeWork big32{Kernel::gemm, Precision::fp32, 8e11, 0, shape(1024, 1024, 1024)};
-  CHECK(off.compute_time_s(big16) == doctest::Approx(1.0));
+  CHECK(off.compute_time_s(big16) == test::rel(1.0));
   CHECK(on.compute_time_s(big16) > off.compute_time_s(big16));
   CHECK(on.compute_time_s(big32) == off.compute_time_s(big32));
 }
@@ -269,7 +270,7 @@ TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class 
   for (const auto& [key, s] : hp.surfaces) {
     const double peak = hp.peaks.at({kernel_class(key.first), key.second});
     for (const ProfilePoint& pt : s.points) {
-      CHECK(pt.efficiency == doctest::Approx(achieved_rate(key.first, pt.shape, key.second, pt.time_s) / peak));
+      CHECK(pt.efficiency == test::rel(achieved_rate(key.first, pt.shape, key.second, pt.time_s) / peak));
       // im2col and pooling count their window taps' cache hits as memory traffic: they do not set
       // the class peak (derive_efficiencies), so their efficiency may pass 1.
       if (key.first == Kernel::im2col || key.first == Kernel::pool) continue;
@@ -278,7 +279,7 @@ TEST_CASE("calibrate: a tiny plan yields a complete profile of rates over class 
     }
   }
   CHECK(best.size() == hp.peaks.size());
-  for (const auto& [key, b] : best) CHECK(b == doctest::Approx(1.0));
+  for (const auto& [key, b] : best) CHECK(b == test::rel(1.0));
 }
 
 // special_function_ops_per_s (the GPU device files): a softmax or GELU does not take the host's
@@ -300,18 +301,18 @@ TEST_CASE("profile cost model: softmax and GELU stream past the host's transcend
   const ComputeWork norm{Kernel::layer_norm, Precision::fp32, 0, 100e9, shape(1024, 1024)};
   // No special function units given: the host's efficiency at the shape, 100 GB / (100 GB/s x 0.4).
   CHECK(d.transcendental_time_s(softmax) == 0);
-  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == doctest::Approx(2.5));
-  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(2.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == test::rel(2.5));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == test::rel(2.0));
   // Given: a residual add's efficiency over 1024 elements (1 on the synthetic surface): 1 s each.
   d.special_function_ops_per_s = 1e12;
-  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == doctest::Approx(1.0));
-  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(1.0));
-  CHECK(ProfileCostModel(d, host).compute_time_s(norm) == doctest::Approx(1.0));  // not transcendental: as before
+  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == test::rel(1.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == test::rel(1.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(norm) == test::rel(1.0));  // not transcendental: as before
   // Units too slow for the elements: 1024 transcendentals at 256 per second take 4 s.
   d.special_function_ops_per_s = 256;
-  CHECK(d.transcendental_time_s(softmax) == doctest::Approx(4.0));
-  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == doctest::Approx(4.0));
-  CHECK(RooflineCostModel(d).compute_time_s(gelu) == doctest::Approx(4.0));
+  CHECK(d.transcendental_time_s(softmax) == test::rel(4.0));
+  CHECK(ProfileCostModel(d, host).compute_time_s(softmax) == test::rel(4.0));
+  CHECK(RooflineCostModel(d).compute_time_s(gelu) == test::rel(4.0));
   CHECK(transcendentals_per_element(Kernel::layer_norm) == 0);
   CHECK(transcendental_elements(Kernel::softmax, shape(16, 64)) == 1024);
 }
@@ -330,17 +331,17 @@ TEST_CASE("profile cost model: element-wise flops on the vector unit, GEMMs on t
   const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(1.0)));
   // A fused GELU streams no bytes: 8e9 flops at the fp16 peak take 1 ms; at 1e11 vector ops/s, 80 ms.
   const ComputeWork gelu{Kernel::gelu, Precision::fp16, 8e9, 2e9, shape(1024)};
-  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(1e-3));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == test::rel(1e-3));
   d.vector_unit_ops_per_s = 1e11;
-  CHECK(d.elementwise_time_s(gelu) == doctest::Approx(0.08));
-  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == doctest::Approx(0.08));
-  CHECK(RooflineCostModel(d).compute_time_s(gelu) == doctest::Approx(0.08));
+  CHECK(d.elementwise_time_s(gelu) == test::rel(0.08));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gelu) == test::rel(0.08));
+  CHECK(RooflineCostModel(d).compute_time_s(gelu) == test::rel(0.08));
   // A layer norm bound by its bytes stays so: 8e5 flops (8 us) under 2e6 bytes (20 us).
   const ComputeWork norm{Kernel::layer_norm, Precision::fp16, 8e5, 2e6, shape(1024, 1024)};
-  CHECK(ProfileCostModel(d, host).compute_time_s(norm) == doctest::Approx(2e6 / 100e9));
+  CHECK(ProfileCostModel(d, host).compute_time_s(norm) == test::rel(2e6 / 100e9));
   // A GEMM's flops stay on the matrix unit: 2 x 1024^3 at 8e12 flops/s.
   const ComputeWork gemm{Kernel::gemm, Precision::fp16, 2.0 * 1024 * 1024 * 1024, 1e3, shape(1024, 1024, 1024)};
-  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == doctest::Approx(2.0 * 1024 * 1024 * 1024 / 8e12));
+  CHECK(ProfileCostModel(d, host).compute_time_s(gemm) == test::rel(2.0 * 1024 * 1024 * 1024 / 8e12));
 }
 
 // vector_ops_per_random_word (XLA's ThreeFry on a TPU's vector unit): a dropout that draws its
@@ -355,12 +356,12 @@ TEST_CASE("cost models: a dropout mask's random words cost vector operations") {
   d.vector_unit_ops_per_s = 1e10;
   d.vector_ops_per_random_word = 60;
   ComputeWork drop{Kernel::residual_add, Precision::fp32, 2e6, 9e6, shape(1000000)};
-  CHECK(d.elementwise_time_s(drop) == doctest::Approx(2e6 / 1e10));  // the backward: no words drawn
+  CHECK(d.elementwise_time_s(drop) == test::rel(2e6 / 1e10));  // the backward: no words drawn
   drop.random_words = 1e6;                                           // the forward: one word a score
-  CHECK(d.elementwise_time_s(drop) == doctest::Approx((2e6 + 60e6) / 1e10));
-  CHECK(RooflineCostModel(d).compute_time_s(drop) == doctest::Approx(6.2e-3));  // over 9e6 B / 1e12 B/s
+  CHECK(d.elementwise_time_s(drop) == test::rel((2e6 + 60e6) / 1e10));
+  CHECK(RooflineCostModel(d).compute_time_s(drop) == test::rel(6.2e-3));  // over 9e6 B / 1e12 B/s
   const auto host = std::make_shared<ProfileEfficiency>(std::make_shared<HostProfile>(synthetic_profile(1.0)));
-  CHECK(ProfileCostModel(d, host).compute_time_s(drop) == doctest::Approx(6.2e-3));
+  CHECK(ProfileCostModel(d, host).compute_time_s(drop) == test::rel(6.2e-3));
   d.vector_unit_ops_per_s = 0;  // no vector-unit rate: the flops at the peak, the words free
-  CHECK(d.elementwise_time_s(drop) == doctest::Approx(2e6 / 1e12));
+  CHECK(d.elementwise_time_s(drop) == test::rel(2e6 / 1e12));
 }

@@ -21,6 +21,7 @@
 #include "costs/sampler.hpp"
 #include "costs/scaling.hpp"
 #include "kernels/real_kernels.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 namespace fs = std::filesystem;
@@ -81,8 +82,8 @@ TEST_CASE("sampler: stops at the iteration where the relative stderr first drops
   const SampleStats st = sample_until_stable(s.timer(), SamplerOptions{0.02, 3, 50, 100.0});
   CHECK(st.iterations == 15);
   CHECK(st.converged);
-  CHECK(st.mean_s == doctest::Approx(1.0));
-  CHECK(st.rel_stderr == doctest::Approx(std::sqrt(0.08 / 14 / 15)));
+  CHECK(st.mean_s == test::rel(1.0));
+  CHECK(st.rel_stderr == test::rel(std::sqrt(0.08 / 14 / 15)));
   CHECK(st.rel_stderr < 0.02);
 
   // with the target at 0.021 it stops one earlier: sqrt(0.08 / 182) = 0.02097
@@ -99,7 +100,7 @@ TEST_CASE("sampler: pure alternating noise runs to max_iterations unconverged") 
   CHECK(s.calls == 50);
   CHECK_FALSE(st.converged);
   CHECK(st.mean_s == 2.0);
-  CHECK(st.rel_stderr == doctest::Approx(std::sqrt(50.0 / 49) / std::sqrt(50.0) / 2));
+  CHECK(st.rel_stderr == test::rel(std::sqrt(50.0 / 49) / std::sqrt(50.0) / 2));
 }
 
 TEST_CASE("sampler: the time budget stops it") {
@@ -286,7 +287,7 @@ TEST_CASE("scaling: a GEMM scales its batch first") {
   const ScaledShape s = scale_down(Kernel::gemm, g, Precision::fp32, ScalingLimits{});
   CHECK(s.shape.dims == g.dims);
   CHECK(s.shape.batch == 7);  // 7 * 268 MFLOP <= 2 GFLOP < 8 * 268 MFLOP
-  CHECK(s.factor == doctest::Approx(64.0 / 7).epsilon(1e-15));
+  CHECK(s.factor == test::rel(64.0 / 7, 1e-15));
   CHECK(s.factor == flops(g) / flops(s.shape));
 }
 
@@ -359,7 +360,7 @@ TEST_CASE("scaling: memory-bound rows never go under min_bytes") {
   // with max 100 MB and min 90 MB: 2 rows (80 MB) fit under max but are under min -> 3 rows (120 MB)
   const ScaledShape s = scale_down(Kernel::softmax, wide, Precision::fp32, ScalingLimits{2e9, 100e6, 90e6});
   CHECK(s.shape.dims[0] == 3);
-  CHECK(s.factor == doctest::Approx(100.0 / 3));
+  CHECK(s.factor == test::rel(100.0 / 3));
 }
 
 TEST_CASE("scaling: bad limits and bad shapes throw") {

@@ -8,9 +8,11 @@
 
 #include "app/embedded.hpp"
 #include "app/scenario.hpp"
+#include "tests/unit/approx.hpp"
 
 using exasim::parse_scenario;
 using exasim::ScenarioError;
+using exasim::test::rel;
 using json = nlohmann::json;
 
 namespace {
@@ -84,17 +86,17 @@ TEST_CASE("scenario: a valid inline scenario parses with its values and defaults
   CHECK(s.machine.supernodes == 4);
   CHECK(s.machine.core_groups_per_node == 6);
   CHECK(s.machine.peak_flops_per_s.size() == 3);
-  CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == doctest::Approx(55.0e12));
+  CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == rel(55.0e12));
   CHECK(s.machine.gemm_efficiency.size() == 2);
-  CHECK(s.machine.gemm_efficiency.at(exasim::Precision::fp32) == doctest::Approx(0.8));
+  CHECK(s.machine.gemm_efficiency.at(exasim::Precision::fp32) == rel(0.8));
   CHECK(s.machine.gemm_efficiency.count(exasim::Precision::fp64) == 0);
-  CHECK(s.machine.memory_bandwidth_Bps == doctest::Approx(249.0e9));
-  CHECK(s.machine.optimizer_memory_bandwidth_Bps == doctest::Approx(45.0e9));
-  CHECK(s.machine.memory_bytes == doctest::Approx(96.0e9));
-  CHECK(s.machine.noc_Bps == doctest::Approx(200.0e9));
-  CHECK(s.machine.upper_level_bandwidth_ratio == doctest::Approx(0.1875));
-  CHECK(s.machine.node_injection_Bps == doctest::Approx(16.0e9));
-  CHECK(s.machine.link_latency_s == doctest::Approx(1.0e-6));
+  CHECK(s.machine.memory_bandwidth_Bps == rel(249.0e9));
+  CHECK(s.machine.optimizer_memory_bandwidth_Bps == rel(45.0e9));
+  CHECK(s.machine.memory_bytes == rel(96.0e9));
+  CHECK(s.machine.noc_Bps == rel(200.0e9));
+  CHECK(s.machine.upper_level_bandwidth_ratio == rel(0.1875));
+  CHECK(s.machine.node_injection_Bps == rel(16.0e9));
+  CHECK(s.machine.link_latency_s == rel(1.0e-6));
 
   CHECK(s.model.name == "m");
   CHECK(s.model.layers == 4);
@@ -130,14 +132,14 @@ TEST_CASE("scenario: a valid inline scenario parses with its values and defaults
   REQUIRE(lat != nullptr);
   REQUIRE(seq != nullptr);
   CHECK(inj->kind == "free_parameter");
-  CHECK(inj->value == doctest::Approx(16.0e9));
+  CHECK(inj->value == rel(16.0e9));
   CHECK(inj->reason == "fitted to the 1-supernode run");
   CHECK(inj->fitted_on == "case-a");
   CHECK(lat->kind == "assumption");
   CHECK(lat->reason == "typical for the fabric");
   CHECK(lat->fitted_on.empty());
   CHECK(seq->kind == "assumption");
-  CHECK(seq->value == doctest::Approx(1024));
+  CHECK(seq->value == rel(1024));
   CHECK(seq->reason == "not stated in the paper");
 }
 
@@ -161,7 +163,7 @@ TEST_CASE("scenario: explicit optional values override the defaults") {
   CHECK(s.plan.layout == exasim::Layout::inverse);
   CHECK(s.plan.paro == false);
   CHECK(s.fidelity == exasim::Fidelity::exhaustive);
-  CHECK(s.machine.node_injection_Bps == doctest::Approx(8e9));
+  CHECK(s.machine.node_injection_Bps == rel(8e9));
   CHECK(std::string(exasim::to_string(s.plan.layout)) == "inverse");
   CHECK(std::string(exasim::to_string(s.training.grad_sync)) == "overlap");
   CHECK(std::string(exasim::to_string(s.training.precision)) == "fp32");
@@ -571,7 +573,7 @@ TEST_CASE("scenario: an embedded machine names its device, whose annotated value
   j["machine"] = "sunway-oceanlight";
   const exasim::Scenario s = exasim::parse_scenario(j.dump(), "t.json");
   CHECK(s.machine.device_name == "SW26010-Pro");
-  CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == doctest::Approx(55.30e12));
+  CHECK(s.machine.peak_flops_per_s.at(exasim::Precision::fp16) == rel(55.30e12));
   // The optimizer bandwidth is derived (an assumption), the machine's two network values fitted.
   bool derived = false, overhead = false, copy = false, limit = false, injection = false;
   for (const auto& a : s.annotations) {
@@ -588,12 +590,12 @@ TEST_CASE("scenario: an embedded machine names its device, whose annotated value
   CHECK(overhead);
   CHECK(copy);
   CHECK(limit);
-  CHECK(s.machine.message_overhead_s == doctest::Approx(5.43e-7));
+  CHECK(s.machine.message_overhead_s == rel(5.43e-7));
   CHECK(s.machine.eager_limit_bytes == 12288);
-  CHECK(s.machine.eager_copy_Bps == doctest::Approx(1.816e9));
+  CHECK(s.machine.eager_copy_Bps == rel(1.816e9));
   // Not given: derived from the eager protocol, 12,288 B / 1.816 GB/s / (2 x 4 links) = 0.8458 us.
-  CHECK(s.machine.link_latency_s == doctest::Approx(0.8458e-6).epsilon(1e-3));
-  CHECK(s.machine.optimizer_memory_bandwidth_Bps == doctest::Approx(240.2e9 * 28 / 84).epsilon(1e-3));
+  CHECK(s.machine.link_latency_s == rel(0.8458e-6, 1e-3));
+  CHECK(s.machine.optimizer_memory_bandwidth_Bps == rel(240.2e9 * 28 / 84, 1e-3));
 }
 
 // A Sunway machine's link latency: given, or derived from the eager protocol's limit and copy rate
@@ -603,9 +605,9 @@ TEST_CASE("scenario: a sunway machine's link latency is given or derived from it
   json j = valid_scenario();
   j["machine"]["eager_limit_bytes"] = json{{"value", 12288}, {"assumption", "an MPI default"}};
   j["machine"]["eager_copy_Bps"] = json{{"value", 2e9}, {"assumption", "a copy rate"}};
-  CHECK(exasim::parse_scenario(j.dump(), "t.json").machine.link_latency_s == doctest::Approx(1.0e-6));
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").machine.link_latency_s == rel(1.0e-6));
   j["machine"].erase("link_latency_s");
-  CHECK(exasim::parse_scenario(j.dump(), "t.json").machine.link_latency_s == doctest::Approx(0.768e-6));
+  CHECK(exasim::parse_scenario(j.dump(), "t.json").machine.link_latency_s == rel(0.768e-6));
   j["machine"].erase("eager_limit_bytes");
   j["machine"].erase("eager_copy_Bps");
   const Caught c = error_of(j);

@@ -12,6 +12,7 @@
 
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
@@ -73,35 +74,35 @@ double two_gemms_end_s(int k) {
 }  // namespace
 
 TEST_CASE("SM share: GEMMs that are not a chain take the share at their launch: 2 x 1.25 s on one unit = 2.5 s") {
-  CHECK(two_gemms_end_s(20) == doctest::Approx(2.5).epsilon(1e-12));
+  CHECK(two_gemms_end_s(20) == test::rel(2.5, 1e-12));
 }
 
 TEST_CASE("SM share: the same two GEMMs beside a kernel that holds no SMs: 2 s") {
-  CHECK(two_gemms_end_s(0) == doctest::Approx(2.0).epsilon(1e-12));
+  CHECK(two_gemms_end_s(0) == test::rel(2.0, 1e-12));
 }
 
 TEST_CASE("SM share: a 1 s GEMM beside a 0.5 s collective holding 20 of 100 SMs ends at 1 + 0.5 x 0.2 = 1.1 s") {
-  CHECK(gemm_end_s(1.0, 0.5, 20) == doctest::Approx(1.1).epsilon(1e-12));
+  CHECK(gemm_end_s(1.0, 0.5, 20) == test::rel(1.1, 1e-12));
 }
 
 TEST_CASE("SM share: the same in exhaustive fidelity") {
-  CHECK(gemm_end_s(1.0, 0.5, 20, 0, Fidelity::exhaustive) == doctest::Approx(1.1).epsilon(1e-12));
+  CHECK(gemm_end_s(1.0, 0.5, 20, 0, Fidelity::exhaustive) == test::rel(1.1, 1e-12));
 }
 
 TEST_CASE("SM share: a 0.2 s GEMM wholly beside it takes 0.2 x 100 / 80 = 0.25 s") {
-  CHECK(gemm_end_s(0.2, 0.5, 20) == doctest::Approx(0.25).epsilon(1e-12));
+  CHECK(gemm_end_s(0.2, 0.5, 20) == test::rel(0.25, 1e-12));
 }
 
 TEST_CASE("SM share: a collective whose kernel holds no SMs leaves the GEMM at 1 s") {
-  CHECK(gemm_end_s(1.0, 0.5, 0) == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(gemm_end_s(1.0, 0.5, 0) == test::rel(1.0, 1e-12));
 }
 
 TEST_CASE("SM share: a GEMM launched with a 20-SM margin is not charged twice by a 20-SM kernel: 1 / 0.8 = 1.25 s") {
-  CHECK(gemm_end_s(1.0, 0.5, 20, 20) == doctest::Approx(1.25).epsilon(1e-12));
+  CHECK(gemm_end_s(1.0, 0.5, 20, 20) == test::rel(1.25, 1e-12));
 }
 
 TEST_CASE("SM share: a 30-SM kernel beside a 20-SM margin takes the larger: 0.5 s at 0.7, then 0.65 at 0.8: 1.3125 s") {
-  CHECK(gemm_end_s(1.0, 0.5, 30, 20) == doctest::Approx(0.5 + 0.65 / 0.8).epsilon(1e-12));
+  CHECK(gemm_end_s(1.0, 0.5, 30, 20) == test::rel(0.5 + 0.65 / 0.8, 1e-12));
 }
 
 TEST_CASE("SM share: the cost model's time beside k SMs is the margin's factor at max(margin, k), all but one SM at most") {
@@ -111,16 +112,16 @@ TEST_CASE("SM share: the cost model's time beside k SMs is the margin's factor a
   g.precision = Precision::fp16;
   g.flops = 1e12;
   g.shape = KernelShape{{1000, 1000, 1000}, 1};
-  CHECK(cost.compute_time_beside_s(g, 0) == doctest::Approx(1.0));
-  CHECK(cost.compute_time_beside_s(g, 50) == doctest::Approx(2.0));
-  CHECK(cost.compute_time_beside_s(g, 500) == doctest::Approx(100.0));  // 99 taken: one SM left
+  CHECK(cost.compute_time_beside_s(g, 0) == test::rel(1.0));
+  CHECK(cost.compute_time_beside_s(g, 50) == test::rel(2.0));
+  CHECK(cost.compute_time_beside_s(g, 500) == test::rel(100.0));  // 99 taken: one SM left
   g.communication_sms = 60;
-  CHECK(cost.compute_time_beside_s(g, 50) == doctest::Approx(2.5));
+  CHECK(cost.compute_time_beside_s(g, 50) == test::rel(2.5));
   // a memory-bound kernel streams at the device's bandwidth whatever SMs it has
   ComputeWork add;
   add.kernel = Kernel::residual_add;
   add.precision = Precision::fp16;
   add.bytes = 1e15;
   add.flops = 1;
-  CHECK(cost.compute_time_beside_s(add, 50) == doctest::Approx(1.0));
+  CHECK(cost.compute_time_beside_s(add, 50) == test::rel(1.0));
 }

@@ -20,6 +20,7 @@
 #include "sim/collectives.hpp"
 #include "sim/engine.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "topologies/faults.hpp"
 
@@ -83,19 +84,19 @@ SimResult run_with_straggler(Fidelity fid, double compute_factor, double link_fa
 TEST_CASE("stragglers: the hand-computed ring time without a straggler is T + A") {
   // The baseline the straggler cases are measured against, from the same closed form.
   const double A = 2 * (kRanks - 1) * (2 * kLatency_s + kBytes / kRanks / kBandwidth_Bps);
-  CHECK(ring_s(kBandwidth_Bps) == doctest::Approx(A).epsilon(1e-12));
-  CHECK(A == doctest::Approx(0.140056).epsilon(1e-9));
+  CHECK(ring_s(kBandwidth_Bps) == test::rel(A, 1e-12));
+  CHECK(A == test::rel(0.140056, 1e-9));
 }
 
 TEST_CASE("stragglers: one rank at compute factor 2 slows an exhaustive data-parallel step by T") {
   const SimResult r = run_with_straggler(Fidelity::exhaustive, 2, 1);
-  CHECK(r.step_time_s == doctest::Approx(2 * kCompute_s + ring_s(kBandwidth_Bps)).epsilon(1e-9));
+  CHECK(r.step_time_s == test::rel(2 * kCompute_s + ring_s(kBandwidth_Bps), 1e-9));
 }
 
 TEST_CASE("stragglers: one rank at compute factor 2 slows a folded data-parallel step by T") {
   const SimResult r = run_with_straggler(Fidelity::folded, 2, 1);
   CHECK(r.stats.simulated_ranks == 2);  // the straggler's class and its group's other members
-  CHECK(r.step_time_s == doctest::Approx(2 * kCompute_s + ring_s(kBandwidth_Bps)).epsilon(1e-9));
+  CHECK(r.step_time_s == test::rel(2 * kCompute_s + ring_s(kBandwidth_Bps), 1e-9));
   // Every simulated rank waits for the straggler: the step ends together. The other class (ranks 0-2
   // and 4-7, the straggler rank 3) runs its early ring steps at T (Replay::ring_gate: a member runs
   // 1 + its class's members directly upstream of it: ranks 4, 5, 6, 7, 0, 1, 2 run 1 .. 7 steps,
@@ -103,17 +104,17 @@ TEST_CASE("stragglers: one rank at compute factor 2 slows a folded data-parallel
   // fill: 2 T + 4 s + 10 s = 2 T + A (s = A / 14, D = 8). Without the fill it would end at
   // 2 T + 10 s.
   for (const SimulatedRank& sr : r.ranks)
-    CHECK(sr.ops.back().end_s == doctest::Approx(r.step_time_s).epsilon(1e-9));
+    CHECK(sr.ops.back().end_s == test::rel(r.step_time_s, 1e-9));
 }
 
 TEST_CASE("stragglers: one rank at link factor 2 paces every exhaustive ring step") {
   const SimResult r = run_with_straggler(Fidelity::exhaustive, 1, 2);
-  CHECK(r.step_time_s == doctest::Approx(kCompute_s + ring_s(kBandwidth_Bps / 2)).epsilon(1e-9));
+  CHECK(r.step_time_s == test::rel(kCompute_s + ring_s(kBandwidth_Bps / 2), 1e-9));
 }
 
 TEST_CASE("stragglers: one rank at link factor 2 paces every folded ring step") {
   const SimResult r = run_with_straggler(Fidelity::folded, 1, 2);
-  CHECK(r.step_time_s == doctest::Approx(kCompute_s + ring_s(kBandwidth_Bps / 2)).epsilon(1e-9));
+  CHECK(r.step_time_s == test::rel(kCompute_s + ring_s(kBandwidth_Bps / 2), 1e-9));
 }
 
 TEST_CASE("stragglers: a drawn fraction is round(f x nodes) distinct nodes, the same for a seed") {

@@ -13,6 +13,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/approx.hpp"
 #include "topologies/machine_spec.hpp"
 #include "topologies/sunway.hpp"
 
@@ -64,8 +65,8 @@ void check_two_rank_all_reduce(int node_a, int node_b, double expected_latency_s
     latency += net.link_kinds()[l.kind].latency_s;
     bottleneck = std::min(bottleneck, net.link_kinds()[l.kind].bandwidth_Bps);
   }
-  CHECK(latency == doctest::Approx(expected_latency_s));
-  CHECK(bottleneck == doctest::Approx(expected_bottleneck_Bps));
+  CHECK(latency == test::rel(expected_latency_s));
+  CHECK(bottleneck == test::rel(expected_bottleneck_Bps));
 
   const double bytes = 64.0 * 1024 * 1024;
   Workload w;
@@ -86,7 +87,7 @@ void check_two_rank_all_reduce(int node_a, int node_b, double expected_latency_s
   const double expected =
       CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 2, bytes).alpha_beta_time_s(latency,
                                                                                                             bottleneck);
-  CHECK(expected == doctest::Approx(2 * (expected_latency_s + bytes / 2 / expected_bottleneck_Bps)));
+  CHECK(expected == test::rel(2 * (expected_latency_s + bytes / 2 / expected_bottleneck_Bps)));
   INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
   CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
   CHECK(res.stats.simulated_ranks == 2);
@@ -102,20 +103,20 @@ TEST_CASE("sunway: link kinds follow the machine spec") {
   const auto& k = net.link_kinds();
   REQUIRE(k.size() == 5);
   CHECK(k[SunwayNetwork::noc].name == "noc");
-  CHECK(k[SunwayNetwork::noc].bandwidth_Bps == doctest::Approx(kNoc));
+  CHECK(k[SunwayNetwork::noc].bandwidth_Bps == test::rel(kNoc));
   CHECK(k[SunwayNetwork::noc].node_private);
-  CHECK(k[SunwayNetwork::nic_up].bandwidth_Bps == doctest::Approx(kW));
-  CHECK(k[SunwayNetwork::nic_up].latency_s == doctest::Approx(kLat));
+  CHECK(k[SunwayNetwork::nic_up].bandwidth_Bps == test::rel(kW));
+  CHECK(k[SunwayNetwork::nic_up].latency_s == test::rel(kLat));
   CHECK(k[SunwayNetwork::nic_up].node_private);
-  CHECK(k[SunwayNetwork::nic_down].bandwidth_Bps == doctest::Approx(kW));
+  CHECK(k[SunwayNetwork::nic_down].bandwidth_Bps == test::rel(kW));
   CHECK(k[SunwayNetwork::nic_down].node_private);
   // Uplink: ratio x nodes per supernode x injection bandwidth = 0.1875 * 4 * 10 GB/s = 7.5 GB/s.
-  CHECK(k[SunwayNetwork::supernode_uplink].bandwidth_Bps == doctest::Approx(kRatio * 4 * kW));
-  CHECK(k[SunwayNetwork::supernode_uplink].bandwidth_Bps == doctest::Approx(7.5e9));
-  CHECK(k[SunwayNetwork::supernode_downlink].bandwidth_Bps == doctest::Approx(7.5e9));
+  CHECK(k[SunwayNetwork::supernode_uplink].bandwidth_Bps == test::rel(kRatio * 4 * kW));
+  CHECK(k[SunwayNetwork::supernode_uplink].bandwidth_Bps == test::rel(7.5e9));
+  CHECK(k[SunwayNetwork::supernode_downlink].bandwidth_Bps == test::rel(7.5e9));
   CHECK_FALSE(k[SunwayNetwork::supernode_uplink].node_private);
   CHECK_FALSE(k[SunwayNetwork::supernode_downlink].node_private);
-  CHECK(k[SunwayNetwork::supernode_uplink].latency_s == doctest::Approx(kLat));
+  CHECK(k[SunwayNetwork::supernode_uplink].latency_s == test::rel(kLat));
 }
 
 TEST_CASE("sunway: path inside a supernode crosses noc and the two NICs") {
@@ -158,9 +159,9 @@ TEST_CASE("sunway: domains supernodes names and compute units") {
   }
   CHECK(net.node_name(9) == "sn2.n1");
   CHECK(net.compute_units_per_node() == 6);
-  CHECK(net.compute_unit_speed_flops_per_s() == doctest::Approx(12e12 / 6));
+  CHECK(net.compute_unit_speed_flops_per_s() == test::rel(12e12 / 6));
   const SunwayNetwork half(small_machine(), Precision::fp16);
-  CHECK(half.compute_unit_speed_flops_per_s() == doctest::Approx(48e12 / 6));
+  CHECK(half.compute_unit_speed_flops_per_s() == test::rel(48e12 / 6));
 }
 
 TEST_CASE("sunway: invalid machines throw") {
@@ -217,12 +218,12 @@ void check_direct_all_to_all_overhead(Fidelity f) {
   const double expected = 3 * o + 2 * kLat + 3 * (bytes / 4) / kW;
   const SimResult res = simulate(w, net, cost, EngineOptions{f});
   INFO(to_string(f), ": simulated ", res.step_time_s, " s, expected ", expected, " s");
-  CHECK(res.step_time_s == doctest::Approx(expected).epsilon(1e-6));
+  CHECK(res.step_time_s == test::rel(expected, 1e-6));
   const auto kinds = breakdown_by_kind(w.program(res.ranks[0].rank), res.ranks[0]);
   double a2a = 0, other = 0;
   for (const KindShare& k : kinds) (k.kind == "all_to_all" ? a2a : other) += k.seconds;
-  CHECK(a2a == doctest::Approx(expected).epsilon(1e-6));
-  CHECK(other == doctest::Approx(0.0));
+  CHECK(a2a == test::rel(expected, 1e-6));
+  CHECK(other == 0.0);  // no other kind at all
 }
 
 TEST_CASE("sunway sim: a direct all_to_all pays the per-message overhead once per message (exhaustive)") {
@@ -267,17 +268,17 @@ TEST_CASE("sunway: the eager copy of an all-to-all's messages over the group siz
   const SunwayNetwork net(m, Precision::fp32);
   const double bytes = 4194304;
   auto sender_s = [&](int n) { return (n - 1) * (net.message_overhead_s() + net.eager_copy_s(bytes / n)); };
-  CHECK(sender_s(25) == doctest::Approx(0.159456e-3).epsilon(1e-4));
-  CHECK(sender_s(50) == doctest::Approx(0.325556e-3).epsilon(1e-4));
-  CHECK(sender_s(100) == doctest::Approx(0.657756e-3).epsilon(1e-4));
-  CHECK(sender_s(200) == doctest::Approx(1.322156e-3).epsilon(1e-4));
-  CHECK(sender_s(240) == doctest::Approx(1.587916e-3).epsilon(1e-4));
-  CHECK(sender_s(400) == doctest::Approx(2.29141e-3).epsilon(1e-4));
-  CHECK(sender_s(2400) == doctest::Approx(3.29578e-3).epsilon(1e-4));
-  CHECK(sender_s(96000) == doctest::Approx(50.0966e-3).epsilon(1e-4));
-  CHECK(net.eager_copy_s(12288) == doctest::Approx(12288 / 2e9));  // the limit itself is eager
+  CHECK(sender_s(25) == test::rel(0.159456e-3, 1e-4));
+  CHECK(sender_s(50) == test::rel(0.325556e-3, 1e-4));
+  CHECK(sender_s(100) == test::rel(0.657756e-3, 1e-4));
+  CHECK(sender_s(200) == test::rel(1.322156e-3, 1e-4));
+  CHECK(sender_s(240) == test::rel(1.587916e-3, 1e-4));
+  CHECK(sender_s(400) == test::rel(2.29141e-3, 1e-4));
+  CHECK(sender_s(2400) == test::rel(3.29578e-3, 1e-4));
+  CHECK(sender_s(96000) == test::rel(50.0966e-3, 1e-4));
+  CHECK(net.eager_copy_s(12288) == test::rel(12288 / 2e9));  // the limit itself is eager
   CHECK_FALSE(net.rendezvous(12288));
-  CHECK(net.eager_copy_s(12289) == doctest::Approx(12288 / 2e9));  // above: the first fragment
+  CHECK(net.eager_copy_s(12289) == test::rel(12288 / 2e9));  // above: the first fragment
   CHECK(net.rendezvous(12289));
   CHECK(net.eager_copy_s(0) == 0);
   m.eager_copy_Bps = 0;  // a limit without a rate
@@ -307,7 +308,7 @@ void check_direct_all_to_all_eager(const Fidelity* f, double limit_bytes) {
   const RooflineCostModel cost = cost_model_of(m);
   const SimResult res = f ? simulate(w, net, cost, EngineOptions{*f}) : estimate_step(w, net, cost);
   INFO((f ? to_string(*f) : "analytic"), ": ", res.step_time_s, " s, expected ", expected, " s");
-  CHECK(res.step_time_s == doctest::Approx(expected).epsilon(1e-6));
+  CHECK(res.step_time_s == test::rel(expected, 1e-6));
 }
 
 TEST_CASE("sunway sim: a direct all_to_all's eager messages pay the sender's copy (exhaustive)") {
@@ -375,8 +376,8 @@ void check_memory_path_shared(Fidelity f) {
          {});
   const SimResult res = simulate(w, net, cost, EngineOptions{f});
   INFO(to_string(f), ": simulated ", res.step_time_s, " s, update alone ", t, " s");
-  CHECK(res.step_time_s == doctest::Approx((A + 2 * S) / kNoc).epsilon(1e-6));
-  CHECK(res.step_time_s == doctest::Approx(2 * t).epsilon(1e-6));
+  CHECK(res.step_time_s == test::rel((A + 2 * S) / kNoc, 1e-6));
+  CHECK(res.step_time_s == test::rel(2 * t, 1e-6));
 }
 
 TEST_CASE("sunway sim: an update's memory traffic shares the node's NoC with a ring beside it (exhaustive)") {
@@ -412,6 +413,6 @@ TEST_CASE("sunway analytic: an update's memory traffic shares the node's NoC wit
     else add_op(w.programs[0], order == 1 ? upd : ring, {});
     const SimResult res = estimate_step(w, net, cost);
     INFO("order ", order, ": estimated ", res.step_time_s, " s, update alone ", t, " s");
-    CHECK(res.step_time_s == doctest::Approx(1.5 * t).epsilon(1e-9));
+    CHECK(res.step_time_s == test::rel(1.5 * t, 1e-9));
   }
 }

@@ -19,6 +19,7 @@
 #include "app/profiles.hpp"
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 using json = nlohmann::json;
@@ -77,7 +78,7 @@ TEST_CASE("sweep: ranges expand to lists") {
   // computed from the start, not accumulated.
   const auto f = expand_dimension(ojson::parse(R"({"from": 0.1, "to": 0.3, "step": 0.1})"), "f", "/d");
   REQUIRE(f.size() == 3);
-  CHECK(f[2].get<double>() == doctest::Approx(0.3));
+  CHECK(f[2].get<double>() == test::rel(0.3));
   CHECK(expand_dimension(ojson::parse(R"({"from": 1, "to": 4, "times": 2})"), "f", "/d")[2].dump() == "4");
   // Any JSON value may be a list element.
   CHECK(expand_dimension(ojson::parse(R"(["selective", "full"])"), "f", "/d").size() == 2);

@@ -15,6 +15,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 
 using namespace exasim;
@@ -86,7 +87,7 @@ TEST_CASE("one layer's tensor-parallel collectives in every mode, counted by han
     const auto tw = build_transformer_workload(m, half(), plan(TensorMode::one_d, 4, 1, 1, 1, 4, 4, Recompute::none));
     const TensorTraffic t = tensor_traffic(tw.workload.programs[0], TensorMode::one_d);
     CHECK(t.messages == 4);
-    CHECK(t.bytes == doctest::Approx(4 * T * h * e));
+    CHECK(t.bytes == test::rel(4 * T * h * e));
   }
   SUBCASE("2-D, q = 2: six collectives per linear, X row panels T/q x d_in and A column panels d_in x d_out/q") {
     const double q = 2;
@@ -95,7 +96,7 @@ TEST_CASE("one layer's tensor-parallel collectives in every mode, counted by han
     double bytes = 0;
     for (auto [din, dout] : kLinears) bytes += 3 * (T / q * din + din * dout / q) * e;
     CHECK(t.messages == 4 * 6);
-    CHECK(t.bytes == doctest::Approx(bytes));
+    CHECK(t.bytes == test::rel(bytes));
     CHECK(t.roles == std::set<std::string>{"tp_row", "tp_col"});
   }
   SUBCASE("2.5-D, q = 2, d = 2: the 2-D scheme on each depth layer's T/d rows, and one depth all-reduce per step") {
@@ -107,14 +108,14 @@ TEST_CASE("one layer's tensor-parallel collectives in every mode, counted by han
     double bytes = 0;
     for (auto [din, dout] : kLinears) bytes += 3 * (T / (d * q) * din + din * dout / q) * e;
     CHECK(t.messages == 4 * 6);
-    CHECK(t.bytes == doctest::Approx(bytes));
+    CHECK(t.bytes == test::rel(bytes));
     int depth = 0;
     for (auto v : boost::make_iterator_range(boost::vertices(g)))
       if (const auto* c = std::get_if<CollectiveWork>(&g[v].work); c && c->group_role == "tp_depth") {
         depth++;
         // The layer's weights and biases on this device (1/q^2); no vocabulary, so no embedding
         // (word or position), as BaGuaLu's models.
-        CHECK(c->bytes == doctest::Approx((12 * h * h + 13 * h) / (q * q) * e));
+        CHECK(c->bytes == test::rel((12 * h * h + 13 * h) / (q * q) * e));
       }
     CHECK(depth == 1);
   }
@@ -125,7 +126,7 @@ TEST_CASE("one layer's tensor-parallel collectives in every mode, counted by han
     double bytes = 0;
     for (auto [din, dout] : kLinears) bytes += 2 * (T / q * din / q + din / q * dout / q + T / q * dout / q) * e;
     CHECK(t.messages == 4 * 6);
-    CHECK(t.bytes == doctest::Approx(bytes));
+    CHECK(t.bytes == test::rel(bytes));
     CHECK(t.roles == std::set<std::string>{"tp_x", "tp_y", "tp_z"});
   }
 }
@@ -142,7 +143,7 @@ TEST_CASE("model FLOPs equal Megatron's Eq. 3 in every tensor mode, shards are 1
                        Case{TensorMode::three_d, 8, 1}}) {
     CAPTURE(to_string(c.mode));
     const auto tw = build_transformer_workload(m, half(), plan(c.mode, c.tensor, c.depth, 2, 2, 4, 16, Recompute::full));
-    CHECK(tw.model_flops == doctest::Approx(eq3).epsilon(1e-12));
+    CHECK(tw.model_flops == test::rel(eq3, 1e-12));
     CHECK(tw.memory.total_bytes > 0);
   }
   // A micro-batch the token split does not divide, and a size that is not a cube, are refused.

@@ -10,6 +10,7 @@
 #include "models/plan_placement.hpp"
 #include "models/tensor_parallel.hpp"
 #include "sim/collectives.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -62,20 +63,20 @@ TEST_CASE("tensor layouts: grid sides, splits and the table's memory and computa
   const TensorLayout one = tensor_layout(tp_plan(TensorMode::one_d, 8));
   CHECK(one.q == 8);
   CHECK(one.activation_fraction() == 1.0);
-  CHECK(one.parameter_fraction() == doctest::Approx(1.0 / 8));
+  CHECK(one.parameter_fraction() == test::rel(1.0 / 8));
   const TensorLayout two = tensor_layout(tp_plan(TensorMode::two_d, 9));
   CHECK(two.q == 3);
-  CHECK(two.activation_fraction() == doctest::Approx(1.0 / 9));
-  CHECK(two.parameter_fraction() == doctest::Approx(1.0 / 9));
+  CHECK(two.activation_fraction() == test::rel(1.0 / 9));
+  CHECK(two.parameter_fraction() == test::rel(1.0 / 9));
   const TensorLayout half = tensor_layout(tp_plan(TensorMode::two_half_d, 18, 2));
   CHECK(half.q == 3);
-  CHECK(half.activation_fraction() == doctest::Approx(1.0 / 18));  // 1/(d q^2)
-  CHECK(half.parameter_fraction() == doctest::Approx(1.0 / 9));    // 1/q^2
-  CHECK(half.computation_fraction() == doctest::Approx(1.0 / 18));
+  CHECK(half.activation_fraction() == test::rel(1.0 / 18));  // 1/(d q^2)
+  CHECK(half.parameter_fraction() == test::rel(1.0 / 9));    // 1/q^2
+  CHECK(half.computation_fraction() == test::rel(1.0 / 18));
   const TensorLayout three = tensor_layout(tp_plan(TensorMode::three_d, 27));
   CHECK(three.q == 3);
-  CHECK(three.activation_fraction() == doctest::Approx(1.0 / 27));
-  CHECK(three.parameter_fraction() == doctest::Approx(1.0 / 27));
+  CHECK(three.activation_fraction() == test::rel(1.0 / 27));
+  CHECK(three.parameter_fraction() == test::rel(1.0 / 27));
   CHECK_THROWS_AS(tensor_layout(tp_plan(TensorMode::two_d, 8)), std::invalid_argument);
   CHECK_THROWS_AS(tensor_layout(tp_plan(TensorMode::two_half_d, 12, 2)), std::invalid_argument);
   CHECK_THROWS_AS(tensor_layout(tp_plan(TensorMode::three_d, 9)), std::invalid_argument);
@@ -89,7 +90,7 @@ TEST_CASE("one linear's collectives reproduce the table's bandwidth and latency 
       const TensorLayout l = tensor_layout(tp_plan(TensorMode::one_d, P));
       for (Linear1D kind : {Linear1D::column, Linear1D::row}) {
         const AlphaBeta ab = cost(tensor_linear(l, n, n, n, 1, kind));
-        CHECK(ab.bytes / M == doctest::Approx(2.0 * (P - 1) / P));
+        CHECK(ab.bytes / M == test::rel(2.0 * (P - 1) / P));
         CHECK(ab.steps == 2 * (P - 1));
       }
     }
@@ -97,8 +98,8 @@ TEST_CASE("one linear's collectives reproduce the table's bandwidth and latency 
   SUBCASE("2-D: 6(q-1)/q in panels of M/q, 6(q-1) steps") {
     for (int q : {2, 3, 6}) {
       const AlphaBeta ab = cost(tensor_linear(tensor_layout(tp_plan(TensorMode::two_d, q * q)), n, n, n, 1));
-      CHECK(ab.bytes / (M / q) == doctest::Approx(6.0 * (q - 1) / q));
-      CHECK(ab.bytes / M == doctest::Approx(6.0 * (q - 1) / (q * q)));  // = 6(sqrt(P)-1)/P
+      CHECK(ab.bytes / (M / q) == test::rel(6.0 * (q - 1) / q));
+      CHECK(ab.bytes / M == test::rel(6.0 * (q - 1) / (q * q)));  // = 6(sqrt(P)-1)/P
       CHECK(ab.steps == 6 * (q - 1));
     }
   }
@@ -106,14 +107,14 @@ TEST_CASE("one linear's collectives reproduce the table's bandwidth and latency 
     for (auto [q, d] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{3, 1}}) {
       const AlphaBeta ab =
           cost(tensor_linear(tensor_layout(tp_plan(TensorMode::two_half_d, d * q * q, d)), n, n, n, 1));
-      CHECK(ab.bytes / (M / q) == doctest::Approx(3.0 * (q - 1) * (d + 1) / (d * q)));
+      CHECK(ab.bytes / (M / q) == test::rel(3.0 * (q - 1) * (d + 1) / (d * q)));
       CHECK(ab.steps == 6 * (q - 1));
     }
   }
   SUBCASE("3-D: 6(q-1)/q^3 x M, 6(q-1) steps") {
     for (int q : {2, 3, 6}) {
       const AlphaBeta ab = cost(tensor_linear(tensor_layout(tp_plan(TensorMode::three_d, q * q * q)), n, n, n, 1));
-      CHECK(ab.bytes / M == doctest::Approx(6.0 * (q - 1) / (q * q * q)));
+      CHECK(ab.bytes / M == test::rel(6.0 * (q - 1) / (q * q * q)));
       CHECK(ab.steps == 6 * (q - 1));
     }
   }
@@ -195,7 +196,7 @@ TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs, collect
   SUBCASE("2-D, q = 2") {
     const TensorLinear lin = tensor_linear(tensor_layout(tp_plan(TensorMode::two_d, 4)), T, din, dout, 2);
     CHECK(lin.forward_gemm == KernelShape{{32, 24, 32}, 1});  // T/q x d_out/q x d_in
-    CHECK(flops(lin.forward_gemm) == doctest::Approx(full / 4));
+    CHECK(flops(lin.forward_gemm) == test::rel(full / 4));
     REQUIRE(lin.forward_before.size() == 2);
     CHECK(lin.forward_before[0].role == "tp_row");
     CHECK(lin.forward_before[0].bytes == T / 2 * din * 2);  // X's row panel, fp16
@@ -206,14 +207,14 @@ TEST_CASE("local GEMMs of one linear: each device does 1/P of the FLOPs, collect
   SUBCASE("2.5-D, q = 2, d = 2") {
     const TensorLinear lin = tensor_linear(tensor_layout(tp_plan(TensorMode::two_half_d, 8, 2)), T, din, dout, 2);
     CHECK(lin.forward_gemm == KernelShape{{16, 24, 32}, 1});
-    CHECK(flops(lin.forward_gemm) == doctest::Approx(full / 8));
+    CHECK(flops(lin.forward_gemm) == test::rel(full / 8));
     CHECK(lin.forward_before[0].bytes == T / 4 * din * 2);
     CHECK(lin.forward_before[1].bytes == din * dout / 2 * 2);
   }
   SUBCASE("3-D, q = 2") {
     const TensorLinear lin = tensor_linear(tensor_layout(tp_plan(TensorMode::three_d, 8)), T, din, dout, 2);
     CHECK(lin.forward_gemm == KernelShape{{32, 24, 16}, 1});
-    CHECK(flops(lin.forward_gemm) == doctest::Approx(full / 8));
+    CHECK(flops(lin.forward_gemm) == test::rel(full / 8));
     REQUIRE(lin.forward_after.size() == 1);
     CHECK(lin.forward_after[0].kind == CollectiveKind::reduce_scatter);
     CHECK(lin.forward_after[0].role == "tp_z");

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <vector>
 
+#include "tests/unit/approx.hpp"
 #include "tests/unit/ideal_machine.hpp"
 #include "models/convnet.hpp"
 #include "sim/collectives.hpp"
@@ -162,11 +163,11 @@ TEST_CASE("torus_2d schedule: bidirectional row steps, then column steps, then b
   REQUIRE(st.sends.size() == 2);
   CHECK(st.sends[0].peer == 6);
   CHECK(st.sends[1].peer == 4);
-  CHECK(st.sends[0].bytes == doctest::Approx(B / 4 / 2));
+  CHECK(st.sends[0].bytes == test::rel(B / 4 / 2));
   ar.step(5, 3, st);  // first column step: + neighbour 9, - neighbour 1, half of B / 32 each
   CHECK(st.sends[0].peer == 9);
   CHECK(st.sends[1].peer == 1);
-  CHECK(st.sends[0].bytes == doctest::Approx(B / 32 / 2));
+  CHECK(st.sends[0].bytes == test::rel(B / 32 / 2));
   ar.step(5, 2 * 3 + 2 * 7 - 1, st);  // the last step is a row all-gather step
   CHECK(st.sends[0].peer == 6);
   const CollectiveSchedule rs(CollectiveKind::reduce_scatter, CollectiveAlgorithm::torus_2d, 32, B, 4);
@@ -176,12 +177,12 @@ TEST_CASE("torus_2d schedule: bidirectional row steps, then column steps, then b
   ag.step(5, 0, st);  // the all-gather starts along the columns
   CHECK(st.sends[0].peer == 9);
   CHECK(rs.alpha_beta_time_s(1e-6, 1e9) + ag.alpha_beta_time_s(1e-6, 1e9) ==
-        doctest::Approx(ar.alpha_beta_time_s(1e-6, 1e9)));
+        test::rel(ar.alpha_beta_time_s(1e-6, 1e9)));
   // a ring of two sends its whole share to its one neighbour
   const CollectiveSchedule two(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 4, B, 2);
   two.step(0, 0, st);
   REQUIRE(st.sends.size() == 1);
-  CHECK(st.sends[0].bytes == doctest::Approx(B / 2));
+  CHECK(st.sends[0].bytes == test::rel(B / 2));
   CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 30, B, 4),
                   std::invalid_argument);
   CHECK_THROWS_AS(CollectiveSchedule(CollectiveKind::all_to_all, CollectiveAlgorithm::torus_2d, 32, B, 4),
@@ -215,7 +216,7 @@ TEST_CASE("torus sim: 2-D torus all_reduce on 8 x 4 chips matches the closed for
   const double bytes = 32 * 2.0 * 1024 * 1024;
   const double t = simulate_in_child(8, 4, CollectiveKind::all_reduce, bytes, Fidelity::exhaustive);
   const double expected = torus_all_reduce_closed_form(8, 4, bytes);
-  CHECK(expected == doctest::Approx(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 32,
+  CHECK(expected == test::rel(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::torus_2d, 32,
                                                        bytes, 8)
                                         .alpha_beta_time_s(kLat, kLink)));
   INFO("simulated ", t, " s, closed form ", expected, " s");
@@ -228,8 +229,8 @@ TEST_CASE("torus sim: a fixed gradient's 2-D all_reduce stays nearly flat from 1
   const double large = simulate_in_child(64, 32, CollectiveKind::all_reduce, bytes, Fidelity::folded);
   MESSAGE("16 chips ", small, " s, 2,048 chips ", large, " s");
   REQUIRE(small > 0);
-  CHECK(small == doctest::Approx(torus_all_reduce_closed_form(4, 4, bytes)).epsilon(1e-6));
-  CHECK(large == doctest::Approx(torus_all_reduce_closed_form(64, 32, bytes)).epsilon(1e-6));
+  CHECK(small == test::rel(torus_all_reduce_closed_form(4, 4, bytes), 1e-6));
+  CHECK(large == test::rel(torus_all_reduce_closed_form(64, 32, bytes), 1e-6));
   // the bandwidth term tends to B / (2 link) per pass as rows grow: (3/4 + 3/16) -> (63/64 + 31/2048)
   CHECK(large / small < 1.25);
 }
@@ -274,7 +275,7 @@ TEST_CASE("batch-norm groups on an 8 x 4 torus: a 2 x 2 tile's ring is one hop a
   // step waits for it: 6 (3 L + B / 4 / link).
   const double bytes = 4e6;
   const double tile_s = 6 * (kLat + bytes / 4 / kLink), row_s = 6 * (3 * kLat + bytes / 4 / kLink);
-  CHECK(tile_s == doctest::Approx(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, bytes)
+  CHECK(tile_s == test::rel(CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::ring, 4, bytes)
                                       .alpha_beta_time_s(kLat, kLink)));
   for (const Fidelity fid : {Fidelity::exhaustive, Fidelity::folded}) {
     const double tile = simulate_workload_in_child(
@@ -282,8 +283,8 @@ TEST_CASE("batch-norm groups on an 8 x 4 torus: a 2 x 2 tile's ring is one hop a
     const double row = simulate_workload_in_child(
         8, 4, [&](const TorusNetwork& net) { return batch_norm_all_reduce(net, false, bytes); }, fid);
     MESSAGE("tile ", tile, " s (hand ", tile_s, "), row ", row, " s (hand ", row_s, ")");
-    CHECK(tile == doctest::Approx(tile_s).epsilon(1e-6));
-    CHECK(row == doctest::Approx(row_s).epsilon(1e-6));
+    CHECK(tile == test::rel(tile_s, 1e-6));
+    CHECK(row == test::rel(row_s, 1e-6));
   }
 }
 
@@ -345,10 +346,10 @@ TEST_CASE("torus sim: without wrap-around along x, snake rings keep the torus's 
   // steps of 1 MB, 0.5 MB each way on links two flows share (12.5 us + 2 hops' 2 us): 867 us; the
   // torus's 14 x (50 + 1) + 14 x (6.25 + 1) = 815.5 us (its rows' share is B / 8, the snake's B / 16
   // on a ring twice as long: the same row time, more steps' latency)
-  CHECK(snake_expected == doctest::Approx(30 * 26e-6 + 6 * 14.5e-6).epsilon(1e-9).scale(0));
+  CHECK(snake_expected == test::rel(30 * 26e-6 + 6 * 14.5e-6, 1e-9));
   // the folded rows: at least 14 steps of 8 MB, two flows of 4 MB on each link at 40 GB/s (100 us +
   // 2 us), twice the torus rows' 14 x (50 + 1) us
-  CHECK(folded_row_all_reduce_closed_form(8, bytes) == doctest::Approx(14 * 102e-6).epsilon(1e-9).scale(0));
+  CHECK(folded_row_all_reduce_closed_form(8, bytes) == test::rel(14 * 102e-6, 1e-9));
   CHECK(folded >= folded_row_all_reduce_closed_form(8, bytes) * (1 - 1e-6));
   CHECK(folded >= 1.9 * row_ring);
 }

@@ -10,6 +10,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/workload.hpp"
+#include "tests/unit/approx.hpp"
 #include "topologies/machine_spec.hpp"
 #include "topologies/torus.hpp"
 
@@ -53,12 +54,12 @@ TEST_CASE("torus: chips, links and device counts") {
   const TorusNetwork net(m, Precision::fp16);
   CHECK(net.node_count() == 16);
   CHECK(net.compute_units_per_node() == 1);
-  CHECK(net.compute_unit_speed_flops_per_s() == doctest::Approx(123e12));
+  CHECK(net.compute_unit_speed_flops_per_s() == test::rel(123e12));
   REQUIRE(net.link_kinds().size() == 4);
   for (const LinkKind& k : net.link_kinds()) {
     CHECK(k.node_private);
-    CHECK(k.bandwidth_Bps == doctest::Approx(kLink));
-    CHECK(k.latency_s == doctest::Approx(kLat));
+    CHECK(k.bandwidth_Bps == test::rel(kLink));
+    CHECK(k.latency_s == test::rel(kLat));
   }
   CHECK(net.node_at(1, 2) == 9);
   CHECK(net.node_name(9) == "chip1_2");
@@ -131,7 +132,7 @@ TEST_CASE("torus sim: 2-D torus all_reduce over 16 chips (hierarchical, block = 
   const SimResult res = simulate(w, net, cost, EngineOptions{Fidelity::exhaustive});
   const double expected = CollectiveSchedule(CollectiveKind::all_reduce, CollectiveAlgorithm::hierarchical, n, bytes, 4)
                               .alpha_beta_time_s(kLat, kLink);
-  CHECK(expected == doctest::Approx(6 * (kLat + bytes / 4 / kLink) + 6 * (kLat + bytes / 16 / kLink)));
+  CHECK(expected == test::rel(6 * (kLat + bytes / 4 / kLink) + 6 * (kLat + bytes / 16 / kLink)));
   INFO("simulated ", res.step_time_s, " s, closed form ", expected, " s");
   CHECK(std::fabs(res.step_time_s - expected) <= 1e-6 * expected);
 }

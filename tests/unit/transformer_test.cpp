@@ -13,6 +13,7 @@
 #include "models/pipeline_schedule.hpp"
 #include "models/plan_placement.hpp"
 #include "models/transformer.hpp"
+#include "tests/unit/approx.hpp"
 
 using namespace exasim;
 
@@ -143,15 +144,15 @@ TEST_CASE("model FLOPs with full recomputation equal Megatron-LM's Eq. 3, parame
     p.schedule = sch;
     const TransformerWorkload tw = build_transformer_workload(m, t, p);
     const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
-    CHECK(tw.model_flops == doctest::Approx(eq3).epsilon(1e-12));
+    CHECK(tw.model_flops == test::rel(eq3, 1e-12));
     CHECK(tw.workload.programs.size() == size_t(pp));
     CHECK(tw.tokens_per_step == B * s);
   }
   const TransformerWorkload tw = build_transformer_workload(m, t, plan(1, 1, 1, 1, 1));
-  CHECK(tw.parameters == doctest::Approx(12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))));
+  CHECK(tw.parameters == test::rel(12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))));
   // Without recomputation the layers' GEMMs run three times their forward, not four.
   const TransformerWorkload none = build_transformer_workload(m, t, plan(1, 1, 1, 16, 16, Recompute::none));
-  CHECK(none.model_flops == doctest::Approx(72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V));
+  CHECK(none.model_flops == test::rel(72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V));
   CHECK(none.recomputed_model_flops == 0);
 }
 
@@ -162,18 +163,18 @@ TEST_CASE("recomputed model FLOPs: Eq. 3 less them is the MFU count (PaLM's, Lla
   const TransformerWorkload none = build_transformer_workload(m, t, plan(2, 2, 2, 2, 16, Recompute::none));
   const TransformerWorkload full = build_transformer_workload(m, t, plan(2, 2, 2, 2, 16, Recompute::full));
   // Full: every layer's forward again, 24 B s l h^2 (1 + s / 6h) (Eq. 3's fourth pass, no logits).
-  CHECK(full.recomputed_model_flops == doctest::Approx(24 * B * s * l * h * h * (1 + s / (6 * h))));
-  CHECK(full.model_flops - full.recomputed_model_flops == doctest::Approx(none.model_flops));
+  CHECK(full.recomputed_model_flops == test::rel(24 * B * s * l * h * h * (1 + s / (6 * h))));
+  CHECK(full.model_flops - full.recomputed_model_flops == test::rel(none.model_flops));
   // Selective: the attention core's two s x s GEMMs again, 4 B s^2 h a layer.
   const TransformerWorkload sel = build_transformer_workload(m, t, plan(2, 2, 2, 2, 16, Recompute::selective));
-  CHECK(sel.recomputed_model_flops == doctest::Approx(4 * B * s * s * h * l));
-  CHECK(sel.model_flops - sel.recomputed_model_flops == doctest::Approx(none.model_flops));
+  CHECK(sel.recomputed_model_flops == test::rel(4 * B * s * s * h * l));
+  CHECK(sel.model_flops - sel.recomputed_model_flops == test::rel(none.model_flops));
   // FlashAttention: the same model FLOPs as the unfused attention (its backward's recomputed scores,
   // a fifth GEMM of 2 B s^2 h / 2 a layer, are executed, not the model's).
   ParallelPlan fp = plan(2, 2, 2, 2, 16, Recompute::none);
   fp.attention = ParallelPlan::Attention::flash;
   const TransformerWorkload flash = build_transformer_workload(m, t, fp);
-  CHECK(flash.model_flops == doctest::Approx(none.model_flops));
+  CHECK(flash.model_flops == test::rel(none.model_flops));
   CHECK(flash.executed_flops > flash.model_flops);
 }
 
@@ -185,7 +186,7 @@ TEST_CASE("ZeRO stages: the data-parallel collectives by hand: all-reduce, reduc
     ParallelPlan p = plan(4, 1, 1, 1, 4, Recompute::none);
     p.zero_stage = stage;
     const TransformerWorkload tw = build_transformer_workload(gpt(2, 64, 4, 256), half(32), p);
-    CHECK(tw.parameters == doctest::Approx(params));
+    CHECK(tw.parameters == test::rel(params));
     std::map<std::string, std::pair<int, double>> seen;  // label -> (count, bytes of each)
     const StepGraph& g = tw.workload.programs[0];
     for (auto v : boost::make_iterator_range(boost::vertices(g)))
@@ -224,7 +225,7 @@ TEST_CASE("interleaving splits the layers into chunks, each send has one receive
       const Op& op = g[v];
       if (const auto* x = std::get_if<TransferWork>(&op.work)) {
         CHECK(x->group_role == "pp");
-        CHECK(x->bytes == doctest::Approx(32.0 * 64 * 2 / 2));  // T x d fp16 over t = 2
+        CHECK(x->bytes == test::rel(32.0 * 64 * 2 / 2));  // T x d fp16 over t = 2
         (x->direction == TransferWork::Direction::send ? sends : recvs)[s].insert({x->tag, x->offset});
       }
       if (op.label == "attn_qkv") layer_forwards[s]++;
@@ -273,7 +274,7 @@ TEST_CASE("MoE layers under expert parallelism: capacity, all-to-all bytes, expe
       if (op.label == "dispatch" || op.label == "combine.bwd") {
         CHECK(c->group_role == "ep");
         CHECK(c->kind == CollectiveKind::all_to_all);
-        CHECK(c->bytes == doctest::Approx(160.0 * 64 * 2));
+        CHECK(c->bytes == test::rel(160.0 * 64 * 2));
         dispatches++;
       }
       if (op.label == "grad_all_reduce") (c->group_role == "expert_dp" ? expert_grad_bytes : dense_grad_bytes) = c->bytes;
@@ -287,8 +288,8 @@ TEST_CASE("MoE layers under expert parallelism: capacity, all-to-all bytes, expe
   CHECK(ffn1 == 2);
   // Gradients in fp16: experts 2 layers x 4 local experts x (2 x 64 x 256 + 256 + 64); dense:
   // attention 4h^2 + 8h and gate h E per layer; no vocabulary, so no embedding (word or position).
-  CHECK(expert_grad_bytes == doctest::Approx(2.0 * 2 * 4 * (2 * 64 * 256 + 256 + 64)));
-  CHECK(dense_grad_bytes == doctest::Approx(2.0 * (2 * (4 * 64 * 64 + 8 * 64 + 64 * 8))));
+  CHECK(expert_grad_bytes == test::rel(2.0 * 2 * 4 * (2 * 64 * 256 + 256 + 64)));
+  CHECK(dense_grad_bytes == test::rel(2.0 * (2 * (4 * 64 * 64 + 8 * 64 + 64 * 8))));
   const GroupTable& ep = tw.workload.groups.at("ep");
   const GroupTable& edp = tw.workload.groups.at("expert_dp");
   CHECK(ep.members == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
@@ -376,8 +377,8 @@ TEST_CASE("steady-state window: the built step holds the window's micro-batches,
   CHECK(full.micro_batches == 32);
   CHECK(folded.micro_batches == 32);
   CHECK(boost::num_vertices(folded.workload.programs[0]) < boost::num_vertices(full.workload.programs[0]));
-  CHECK(folded.executed_flops == doctest::Approx(full.executed_flops).epsilon(1e-12));
-  CHECK(folded.model_flops == doctest::Approx(full.model_flops).epsilon(1e-12));
+  CHECK(folded.executed_flops == test::rel(full.executed_flops, 1e-12));
+  CHECK(folded.model_flops == test::rel(full.model_flops, 1e-12));
   // Stage 0's measured items: the first and second micro-batches' backward ops.
   REQUIRE(folded.measured.size() == 1);
   const auto& m = folded.measured[0];
