@@ -122,6 +122,9 @@ Probe run_probe(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p
   q.distributed_optimizer = false;
   q.global_batch = q.micro_batch;
   build.fold_in_time = false;
+  // Megatron's tied-embedding exchange joins the plan's first and last stage: added per plan
+  // (tied_exchange_s), not read from the probe's two stages.
+  build.tied_grad_exchange = plan.pipeline_engine != PipelineEngine::megatron;
   TransformerWorkload tw = build_transformer_workload(pm, t, q, cores, build);
   adopt(tw.workload);
   const SimResult res = estimate_step(tw.workload, net, cost);
@@ -372,6 +375,25 @@ StageTail stage_tail(const LayerShapeCosts& c, const TrainingSpec& t, const Para
   return tail;
 }
 
+// Megatron's tied word embedding (models/transformer.cpp tied_grad_all_reduce): its gradient
+// (V x d / t elements, in the reduction's precision) all-reduced between the first and the last
+// stage as a ring of two after each one's data-parallel reduction (ready_s: when each is done with
+// it), before their updates: two steps, each a send of half the buffer either way, a step starting
+// when the stage's send and its receive of the step before are done. Returns the seconds each of the
+// two stages spends from its ready_s to the exchange's end ({0, 0} where the plan has none).
+std::pair<double, double> tied_exchange_s(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan,
+                                          AlphaBetaCosts& costs, int first_rank, int last_rank,
+                                          double first_ready_s, double last_ready_s) {
+  if (plan.pipeline_engine != PipelineEngine::megatron || plan.pipeline < 2 || !m.tied_embeddings || m.vocab <= 0)
+    return {0, 0};
+  const double half_bytes = 0.5 * double(m.vocab) * m.d_model * layer_parameter_fraction(plan) *
+                            bytes_per_element(precision_plan(t.precision).shared_grad);
+  const double out_s = costs.send_s(half_bytes, first_rank, last_rank), back_s = costs.send_s(half_bytes, last_rank, first_rank);
+  const double step1_s = std::max(first_ready_s + out_s, last_ready_s + back_s);
+  const double end_s = step1_s + std::max(out_s, back_s);
+  return {end_s - first_ready_s, end_s - last_ready_s};
+}
+
 // ZeRO 3 without prefetch: each layer's parameters all-gathered over "dp" before its forward and
 // its backward, on the device's chain (the builder's 12 d^2 + 13 d parameters per layer).
 double zero3_gather_s(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& plan, AlphaBetaCosts& costs,
@@ -462,10 +484,16 @@ FormulaEstimate PlanFormula::estimate(const std::string& key, const ModelSpec& m
   FormulaEstimate out;
   std::vector<StageTail> tails;
   const double ranks_per_stage = double(plan.tensor) * plan.gradient_replicas();
-  for (int s = 0; s < p; ++s) {
+  for (int s = 0; s < p; ++s)
     tails.push_back(stage_tail(c, t, plan, stage_dense_parameters(m, t, plan, s), *pl.costs, family,
                                rank_of_stage(s), cost_));
-    const StageTail& tl = tails.back();
+  const auto reduced_s = [&](int s) { return std::max(ends.last_item_end_s[s], ends.last_send_end_s[s]) + tails[s].reduce_s; };
+  const auto [first_tied_s, last_tied_s] =
+      tied_exchange_s(m, t, plan, *pl.costs, rank_of_stage(0), rank_of_stage(p - 1), reduced_s(0), reduced_s(p - 1));
+  tails[0].reduce_s += first_tied_s;  // backward communication, as the exchange's transfers count
+  tails[p - 1].reduce_s += last_tied_s;
+  for (int s = 0; s < p; ++s) {
+    const StageTail& tl = tails[s];
     const double end = std::max(ends.last_item_end_s[s], ends.last_send_end_s[s]) + tl.reduce_s + tl.update_s + tl.gather_s;
     if (end > out.step_time_s) out.step_time_s = end, out.slowest_stage = s;
     double flops = tl.update_flops, model_flops = 0;

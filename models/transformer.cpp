@@ -75,6 +75,9 @@ struct Dims {
   // engine: "BF16 Optimizer is hardcoded for fp32 gradient accumulation"): after every backward each
   // bf16 gradient is added into an fp32 copy, and the fp32 gradients are all-reduced at the step's end.
   bool bf16_optimizer = false;
+  // The tied word embedding's gradient exchange between the first and the last stage
+  // (WorkloadBuild::tied_grad_exchange).
+  bool tied_grad_exchange = true;
   double kv = 0;         // key/value heads (grouped-query attention; = h for multi-head)
   bool swiglu = false;   // SwiGLU feed-forward: FFN1 projects to 2 d_ff (gate and up)
   bool flash = false;    // FlashAttention: the attention core is one fused kernel
@@ -217,7 +220,8 @@ class StageBuilder {
                                           CollectiveKind::all_gather, CollectiveAlgorithm::ring, "dp",
                                           (dense_params - bucketed_params_) * bytes_per_element(x_.storage), {-1}));
     std::vector<long> done = all_done();
-    tied_grad_all_reduce(done);
+    if (plan_.pipeline_engine == PipelineEngine::deepspeed)  // ReduceTiedGrads, before the reduction
+      done = tied_grad_all_reduce(x_.bf16_optimizer ? 4.0 : bytes_per_element(x_.pp.shared_grad), done);
     long after = -1;
     if (x_.tl.mode == TensorMode::two_half_d && x_.tl.depth > 1 && dense_params > 0)
       done.push_back(b_.collective("dense.grad.depth_all_reduce", "grad_depth_all_reduce", Phase::backward,
@@ -446,6 +450,10 @@ class StageBuilder {
                                         scatter ? CollectiveKind::reduce_scatter : CollectiveKind::all_reduce,
                                         CollectiveAlgorithm::ring, role, grad_bytes, done));
     }
+    // Megatron's engine: the tied embedding's gradient, after the data-parallel reduction and before
+    // the optimizer step (tied_grad_all_reduce).
+    if (!experts && plan_.pipeline_engine == PipelineEngine::megatron)
+      adam_deps = tied_grad_all_reduce(grad_bytes / params, adam_deps);
     const long adam = plan_.offload_optimizer ? offloaded_update(group, shard, adam_deps)
                       : x_.pp.master_passes ? master_update(group + ".opt." + group, master_bytes, grad_bytes / params,
                                                             bytes_per_element(param_precision), shard, adam_deps)
@@ -493,27 +501,34 @@ class StageBuilder {
     }
     return after.at(0);
   }
-  // DeepSpeed's ReduceTiedGrads (pipe/engine.py _exec_reduce_tied_grads), the instruction before
-  // the reduction: the tied word embedding's gradient (under BF16_Optimizer its fp32 copy,
-  // weight._hp_grad) all-reduced between the first and the last stage, the tie's group of two, as
-  // NCCL's ring of two runs it: two steps (reduce-scatter, all-gather), in each the two ranks
-  // exchange half the buffer. Adds the last transfers to `done`.
-  void tied_grad_all_reduce(std::vector<long>& done) {
+  // The tied word embedding's gradient (V x d / t elements of `grad_bytes_per_param` bytes)
+  // all-reduced between the first and the last stage, the tie's group of two, as NCCL's ring of two
+  // runs it: two steps (reduce-scatter, all-gather), in each the two ranks exchange half the buffer.
+  // Each stage's exchange starts after `after`; returns the last transfers (`after` itself where the
+  // stage has no part in it). Where each engine places it:
+  //  * DeepSpeed's ReduceTiedGrads (pipe/engine.py _exec_reduce_tied_grads), the instruction before
+  //    the data-parallel reduction, on the gradient as the optimizer holds it (under BF16_Optimizer
+  //    its fp32 copy, weight._hp_grad);
+  //  * Megatron-LM (2021 training.py train_step: after the data-parallel allreduce_gradients,
+  //    all_reduce(word_embeddings.weight.main_grad, group=get_embedding_group()); Megatron-Core's
+  //    finalize_model_grads: finish_grad_sync, then _allreduce_embedding_grads), after the
+  //    data-parallel reduction and before the optimizer step, on main_grad in the precision of that
+  //    reduction.
+  std::vector<long> tied_grad_all_reduce(double grad_bytes_per_param, std::vector<long> after) {
     const int p = plan_.pipeline;
-    if (plan_.pipeline_engine != PipelineEngine::deepspeed || p < 2 || !x_.model.tied_embeddings || x_.V <= 0 ||
-        (stage_ != 0 && stage_ != p - 1))
-      return;
-    const double bytes =
-        x_.V * x_.d * x_.pf * (x_.bf16_optimizer ? 4.0 : bytes_per_element(x_.pp.shared_grad));
+    if (!x_.tied_grad_exchange || p < 2 || !x_.model.tied_embeddings || x_.V <= 0 || (stage_ != 0 && stage_ != p - 1))
+      return after;
+    const double bytes = x_.V * x_.d * x_.pf * grad_bytes_per_param;
     const int offset = stage_ == 0 ? p - 1 : -(p - 1);  // to the peer; a receive names the message's (-offset)
     for (int step = 0; step < 2; ++step) {
       const std::string n = fmt::format("tied.grad.all_reduce.step{}.", step);
       const long sent = b_.transfer(n + "send", "tied_grad_send", Phase::backward, Dir::send, "pp", offset, bytes / 2,
-                                    kTiedTagBase + step, done);
+                                    kTiedTagBase + step, after);
       const long received = b_.transfer(n + "recv", "tied_grad_recv", Phase::backward, Dir::recv, "pp", -offset,
-                                        bytes / 2, kTiedTagBase + step, done);
-      done = {sent, received};
+                                        bytes / 2, kTiedTagBase + step, after);
+      after = {sent, received};
     }
+    return after;
   }
   // grad_sync per_tensor (TensorFlow 1.x's CrossShardOptimizer.apply_gradients on a TPU: one
   // cross_replica_sum per gradient tensor): each dense gradient tensor its own all-reduce over
@@ -1633,6 +1648,7 @@ TransformerWorkload build_placed_transformer_workload(const ModelSpec& m, const 
   out.placement = place_plan(plan, out.workload);
   Dims x = transformer_dims(m, t, plan, layout);
   x.pp.main_grad_step = x.pp.main_grad_step && !build.fused_optimizer_step;
+  x.tied_grad_exchange = build.tied_grad_exchange;
 
   out.micro_batches = plan.micro_batches();
   out.window = build.fold_in_time ? steady_state_window(plan.schedule, plan.pipeline, out.micro_batches, plan.virtual_stages,

@@ -92,6 +92,9 @@ struct WorkloadBuild {
   bool fold_in_time = false;
   // Steady periods simulated before the measured pair (steady_state_window).
   int settling_periods = kSettlingPeriods;
+  // The tied word embedding's gradient all-reduce between the first and the last pipeline stage
+  // (off in the formula tier's two-stage probes, models/plan_formula.cpp, which add it per plan).
+  bool tied_grad_exchange = true;
 };
 
 TransformerWorkload build_transformer_workload(const ModelSpec& model, const TrainingSpec& training,

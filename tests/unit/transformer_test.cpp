@@ -218,13 +218,20 @@ TEST_CASE("interleaving splits the layers into chunks, each send has one receive
   // sends[stage] = {(tag, offset)}, recvs likewise; stage s's send with offset o must be
   // received by stage (s + o) mod p with the same tag and offset.
   std::map<int, std::multiset<std::pair<long, int>>> sends, recvs;
-  std::map<int, int> layer_forwards;
+  std::map<int, int> layer_forwards, tied_sends;
   for (int s = 0; s < 2; ++s) {
     const StepGraph& g = tw.workload.programs[s];
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {
       const Op& op = g[v];
       if (const auto* x = std::get_if<TransferWork>(&op.work)) {
         CHECK(x->group_role == "pp");
+        // The tied embedding's gradient all-reduce between the first and the last stage (a ring of
+        // two: per step half of V d / t fp16 elements, 256 x 64 / 2 x 2 / 2 bytes) apart.
+        if (op.label == "tied_grad_send" || op.label == "tied_grad_recv") {
+          CHECK(x->bytes == test::rel(256.0 * 64 / 2 * 2 / 2));
+          tied_sends[s] += x->direction == TransferWork::Direction::send;
+          continue;
+        }
         CHECK(x->bytes == test::rel(32.0 * 64 * 2 / 2));  // T x d fp16 over t = 2
         (x->direction == TransferWork::Direction::send ? sends : recvs)[s].insert({x->tag, x->offset});
       }
@@ -237,6 +244,8 @@ TEST_CASE("interleaving splits the layers into chunks, each send has one receive
   CHECK(total_sends == total_recvs);
   // 4 virtual stages, 4 micro-batches: 3 activation and 3 gradient messages per micro-batch.
   CHECK(total_sends == 4 * 3 * 2);
+  CHECK(tied_sends[0] == 2);
+  CHECK(tied_sends[1] == 2);
   // Each device runs 2 chunks x 2 layers forward for each of the 4 micro-batches.
   CHECK(layer_forwards[0] == 4 * 4);
   CHECK(layer_forwards[1] == 4 * 4);
