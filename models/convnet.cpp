@@ -214,10 +214,12 @@ class ConvNetGraph {
   }
 
   // Gradients (fp32) reduced over "dp" (with `tensors`, each tensor on its own, one after another),
-  // the update, and with sharding the weights' all-gather.
+  // the update, and with sharding the weights' all-gather. Without sharding every core of the device
+  // is a replica that updates its own copy of the weights (TPUEstimator's CrossShardOptimizer: the
+  // wrapped optimizer's apply_gradients on each shard, a shard a TensorCore), `cores` updates.
   void update(double parameters, int replicas, bool sharded, const std::vector<double>* tensors = nullptr) {
     const double bytes = 4 * parameters;
-    double shard = parameters;
+    double shard = sharded ? parameters : parameters * cores_;
     if (replicas > 1 && tensors && !sharded) {
       for (std::size_t i = 0; i < tensors->size(); ++i)
         last_ = b_.collective(fmt::format("grad.tensor{}.all_reduce", i), "grad_all_reduce", Phase::backward,

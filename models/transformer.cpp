@@ -463,6 +463,16 @@ class StageBuilder {
     pass("clip_scale", 1, local_bytes + reduce_bytes);
     return after;
   }
+  // The copies of a parameter group one device updates when no weight-update sharding splits it. A
+  // device of `cores` cores that are each a data-parallel replica (a TPU v3 chip's two TensorCores:
+  // TPUEstimator's shards, TPUStrategy's replicas, JAX's devices and GShard's SPMD partitions are
+  // cores) keeps a copy of the replicated parameters on every core, and every core applies the
+  // whole update to its own (tensorflow tpu_optimizer.py CrossShardOptimizer: cross_replica_sum,
+  // then the wrapped optimizer's apply_gradients on each shard; Keras OptimizerV2 under
+  // TPUStrategy the same), so the device streams the update `cores` times. Expert parameters are
+  // already per core (one expert, or a slice, a core), and weight-update sharding (ZeRO 1) splits
+  // the replicated ones over every core of the group, a device's share being params / replicas.
+  double replica_copies(bool experts) const { return experts ? 1.0 : double(x_.cores); }
   // One parameter group's reduction (all-reduce, or reduce-scatter under ZeRO), Adam on the
   // local shard, and (ZeRO 1, 2) the all-gather of the updated parameters. Returns the Adam op.
   // `reduced`: the gradients were already reduced by these collectives (grad_sync overlap's buckets).
@@ -478,9 +488,8 @@ class StageBuilder {
     const double master_bytes = experts ? x_.pp.expert_master_bytes : x_.pp.shared_master_bytes;
     std::vector<long> adam_deps = done;
     adam_deps.push_back(after);
-    double shard = params;
     const bool zero = plan_.zero_stage >= 1;
-    if (replicas > 1 && zero) shard = params / replicas;
+    const double shard = zero ? params / std::max(replicas, 1) : params * replica_copies(experts);
     sharded_role_ = replicas > 1 && zero ? role : std::string();
     const std::vector<long> clipped = replicas > 1 && x_.clip_before_reduction && !experts && !reduced
                                           ? local_clip(group, params, grad_bytes / params, done)
