@@ -48,6 +48,8 @@ struct ModelSpec {
   //           _compute_expert_capacity is the same): auto = int(S cf / E), top_k not in it; where
   //           auto exceeds the set expert_capacity_dim (praxis: 1 when unset) C = auto, "rounded up
   //           to a multiple of 4 to avoid possible padding", else C stays expert_capacity_dim (1).
+  // Not a rule here: mesh-tensorflow's transformer/moe.py (its top-2 and Switch gating alike) takes
+  // min(S, int(S cf / E)), no rounding; no shipped scenario groups Mesh-TF's or Switch's tokens.
   enum class CapacityRule { ceil, lingvo };
   CapacityRule capacity_rule = CapacityRule::ceil;
   double group_capacity() const {
