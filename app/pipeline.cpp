@@ -513,6 +513,7 @@ void moe_report(const Prediction& p, json& r) {
     // GShard's groups (models/moe_spec.hpp): S tokens a group, C rows per expert and group.
     if (sc.model.grouped())
       r["moe"]["groups"] = {{"group_size_tokens", sc.model.group_size},
+                            {"capacity_rule", to_string(sc.model.capacity_rule)},
                             {"capacity_rows_per_expert_per_group", sc.model.group_capacity()}};
   }
 }
@@ -825,9 +826,9 @@ std::string general_text(const Prediction& p) {
                        sc.model.experts_per_layer, sc.model.top_k, pl.expert, mo.capacity_factor,
                        mo.capacity_tokens_per_expert);
     if (sc.model.grouped())
-      s += fmt::format("  groups     GShard's groups of {} tokens: capacity {:g} rows per expert and group, dispatch "
-                       "and combine as einsums on the matrix unit\n",
-                       sc.model.group_size, sc.model.group_capacity());
+      s += fmt::format("  groups     GShard's groups of {} tokens: capacity {:g} rows per expert and group ({} rule), "
+                       "dispatch and combine as einsums on the matrix unit\n",
+                       sc.model.group_size, sc.model.group_capacity(), to_string(sc.model.capacity_rule));
     s += fmt::format("  router     {}{}: hottest expert {:.4g} tokens per micro-batch, dropped tokens {:.2f} % {}\n",
                      to_string(mo.router.distribution),
                      mo.router.distribution == RouterDistribution::zipf ? fmt::format(" (s = {:g})", mo.router.zipf_s)

@@ -825,7 +825,7 @@ const std::vector<std::string> kConvNetKeys = {"stages", "block", "base_width", 
 const std::vector<std::string> kTransformerKeys = {"layers", "d_model", "heads", "d_ff", "experts_per_layer",
                                                    "top_k", "capacity_factor", "router", "vocab", "architecture",
                                                    "decoder_layers", "moe_every", "masked_fraction", "next_sentence",
-                                                   "group_size", "embedding_lookup"};
+                                                   "group_size", "capacity_rule", "embedding_lookup"};
 
 ModelSpec read_convnet_model(const Reader& r, const json& m, const std::string& path) {
   for (const std::string& k : kTransformerKeys)
@@ -896,7 +896,8 @@ ModelSpec read_model(const Reader& r, const json& root) {
                              "experts_per_layer, top_k, capacity_factor, router, vocab)");
   r.check_keys(m, path, {"name", "layers", "d_model", "heads", "d_ff", "experts_per_layer", "top_k", "capacity_factor", "router",
                         "vocab", "kv_heads", "ffn", "tied_embeddings", "architecture", "decoder_layers", "moe_every",
-                        "masked_fraction", "next_sentence", "dropout", "group_size", "embedding_lookup"});
+                        "masked_fraction", "next_sentence", "dropout", "group_size", "capacity_rule",
+                        "embedding_lookup"});
   ModelSpec s;
   s.name = r.required_string(m, path, "name");
   s.layers = r.required_int(m, path, "layers");
@@ -911,6 +912,13 @@ ModelSpec read_model(const Reader& r, const json& root) {
     if (s.dense())
       r.fail(child(path, "group_size"), "expected no group_size: a dense model (no experts_per_layer) routes no tokens");
     s.group_size = r.optional_int(m, path, "group_size", 0);
+  }
+  if (Reader::find(m, "capacity_rule")) {
+    if (!Reader::find(m, "group_size"))
+      r.fail(child(path, "capacity_rule"), "expected no capacity_rule without group_size: the rule sizes the expert "
+                                           "capacity of GShard's groups");
+    using CR = ModelSpec::CapacityRule;
+    s.capacity_rule = r.choice(m, path, "capacity_rule", {CR::ceil, CR::lingvo}, std::optional(CR::ceil));
   }
   s.vocab = r.optional_int(m, path, "vocab", 0);
   if (Reader::find(m, "embedding_lookup")) {

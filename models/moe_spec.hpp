@@ -31,18 +31,32 @@ struct ModelSpec {
   int d_ff = 0;
   int experts_per_layer = 0;  // 0: a dense transformer; else every layer is an MoE layer
   int top_k = 1;
-  // Expert capacity = tokens * top_k / experts * capacity_factor; 0 (general plans): dropless,
-  // no capacity: each device computes the rows its experts receive.
+  // Expert capacity = tokens * top_k / experts * capacity_factor (GShard's groups: capacity_rule
+  // below); 0 (general plans): dropless, no capacity: each device computes the rows its experts receive.
   double capacity_factor = 1.0;
   bool dropless() const { return capacity_factor == 0; }
   // GShard's groups (Lepikhin et al. 2020, Algorithm 1 and its einsum listing): a device's tokens
   // are split into groups of group_size (S) tokens, each gated on its own with an expert capacity
-  // C = cf k S / E per group, in whole rows and at least one (Lingvo rounds the buffer to whole
-  // rows); the dispatch and combine are einsums GSEC,GSM->EGCM and EGCM,GSEC->GSM. 0: no groups
-  // (one capacity over the expert-parallel group's tokens, a gather and scatter permutation).
+  // of C rows per group (capacity_rule); the dispatch and combine are einsums GSEC,GSM->EGCM and
+  // EGCM,GSEC->GSM. 0: no groups (one capacity over the expert-parallel group's tokens, a gather
+  // and scatter permutation).
   int group_size = 0;
   bool grouped() const { return group_size > 0 && !dense(); }
+  // How the gating implementation sizes C from the capacity factor (grouped models only):
+  //   ceil    C = ceil(cf k S / E), at least one row: the paper's cf k S / E in whole rows
+  //   lingvo  Lingvo's Top2GatingOnLogits (lingvo/core/gshard_layers.py; praxis's gshard
+  //           _compute_expert_capacity is the same): auto = int(S cf / E), top_k not in it; where
+  //           auto exceeds the set expert_capacity_dim (praxis: 1 when unset) C = auto, "rounded up
+  //           to a multiple of 4 to avoid possible padding", else C stays expert_capacity_dim (1).
+  // Not a rule here: mesh-tensorflow's transformer/moe.py (its top-2 and Switch gating alike) takes
+  // min(S, int(S cf / E)), no rounding; no shipped scenario groups Mesh-TF's or Switch's tokens.
+  enum class CapacityRule { ceil, lingvo };
+  CapacityRule capacity_rule = CapacityRule::ceil;
   double group_capacity() const {
+    if (capacity_rule == CapacityRule::lingvo) {
+      const double autoc = std::floor(double(group_size) * capacity_factor / experts_per_layer);
+      return autoc > 1 ? 4 * std::ceil(autoc / 4) : 1;
+    }
     return std::max(1.0, std::ceil(capacity_factor * top_k * double(group_size) / experts_per_layer));
   }
   // The padded expert rows per routed token: cf k, or E C / S under GShard's groups (C rounded).
@@ -110,6 +124,10 @@ inline const char* to_string(ModelSpec::Architecture a) {
     case ModelSpec::Architecture::decoder: break;
   }
   return "decoder";
+}
+
+inline const char* to_string(ModelSpec::CapacityRule c) {
+  return c == ModelSpec::CapacityRule::lingvo ? "lingvo" : "ceil";
 }
 
 inline const char* to_string(ModelSpec::EmbeddingLookup e) {

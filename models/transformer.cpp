@@ -1452,8 +1452,27 @@ class StageBuilder {
     last_ = b_.memory(p + op, label, ph, Kernel::token_permute, x_.storage, rows_cols(R, d), 0, 2 * R * d * x_.ea,
                       deps());
   }
+  // Lingvo's Top2GatingOnLogits between the softmax (gate_topk) and the [G, S, E, C] tensors
+  // (gate_masks), per choice i of the k: the argmax over E and the gate einsum GSE,GSE->GS each read
+  // the [G, S, E] gates; the exclusive tf.cumsum over S of the one-hot mask_i writes position_i;
+  // the over-capacity summary, the position einsum GSE,GSE->GS and mask_i_flat (GSE->GS) each read
+  // it, and mask_i_count (GSE->GE) reads it for the next choice's offset; density_1_proxy reads the
+  // gates once. So 6 k reads and k writes of G S E = T E elements in the activations' storage
+  // (fprop dtype), one operation per element read. Assumed, as XLA fuses: the one-hots (an iota
+  // compared with the G S index) and the element-wise products are computed inside their consumer,
+  // each reduction or cumsum a kernel of its own (standalone passes: the compiler's fusion does not
+  // shrink them further). The cumsum is linear: tf2xla lowers it to a
+  // ReduceWindow over the whole axis, which XLA:TPU runs as a scan (JAX's cumsum lowering keeps the
+  // ReduceWindow on TPU only: "handled specially by the compiler and is efficient. On other
+  // backends, it is O(n^2)", jax/_src/lax/control_flow/loops.py).
+  void gate_positions(const std::string& p, Phase ph, const std::string& sfx) {
+    const double gse = x_.T * x_.E;
+    last_ = b_.standalone_pass(p + "gate_positions", "gate_positions" + sfx, ph, gse, 6 * x_.k * gse,
+                               7 * x_.k * gse * x_.ea, deps());
+  }
   void dispatch_forward(const std::string& p, Phase ph, const std::string& sfx) {
     if (!x_.grouped()) return token_permute(p, "dispatch_permute", "dispatch_permute" + sfx, ph);
+    gate_positions(p, ph, sfx);
     const double masks = x_.T * x_.E * x_.C;  // elements of each [G, S, E, C] tensor
     last_ = b_.memory(p + "gate_masks", "gate_masks" + sfx, ph, Kernel::token_permute, x_.storage,
                       rows_cols(x_.T, x_.E * x_.C), 0, 2 * masks * x_.ea, deps());

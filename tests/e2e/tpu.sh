@@ -85,7 +85,7 @@ check_bad bad-matrix-unit.json /machine/device/matrix_unit/columns
 # The families' bad input: a torus slice whose shape is not the plan's device count, or outside
 # the pod; an MoE stride that does not divide the layers; a stride on a dense model; BERT's heads
 # on a decoder; decoder layers without the encoder-decoder architecture; GShard's group size that
-# does not divide a device's tokens, or on a dense model.
+# does not divide a device's tokens, or on a dense model; a capacity rule without groups.
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -95,9 +95,10 @@ def write(name, doc):
 write("bad-slice-shape.json", dict(g, plan=dict(g["plan"], slice=[8, 4])))
 write("bad-slice-size.json", dict(g, plan=dict(g["plan"], slice=[64, 1])))
 write("bad-moe-every.json", dict(g, model=dict(g["model"], moe_every=4)))
-dense = {k: v for k, v in g["model"].items() if k not in ("experts_per_layer", "top_k", "capacity_factor", "group_size")}
+dense = {k: v for k, v in g["model"].items() if k not in ("experts_per_layer", "top_k", "capacity_factor", "group_size", "capacity_rule")}
 write("bad-moe-every-dense.json", dict(g, model=dense, plan=dict(g["plan"], expert_parallel=1)))
 write("bad-group-size.json", dict(g, model=dict(g["model"], group_size=1000)))
+write("bad-capacity-rule.json", dict(g, model=dict({k: v for k, v in g["model"].items() if k != "group_size"}, capacity_rule="lingvo")))
 write("bad-group-size-dense.json", dict(g, model=dict({k: v for k, v in dense.items() if k != "moe_every"}, group_size=2048), plan=dict(g["plan"], expert_parallel=1)))
 gpt = json.load(open("scenarios/gpt-small-dgx-a100.json"))
 write("bad-masked-fraction.json", dict(gpt, model=dict(gpt["model"], masked_fraction=0.15)))
@@ -120,6 +121,7 @@ check_bad bad-moe-every.json /model/moe_every
 check_bad bad-moe-every-dense.json /model/moe_every
 check_bad bad-group-size.json /model/group_size
 check_bad bad-group-size-dense.json /model/group_size
+check_bad bad-capacity-rule.json /model/capacity_rule
 check_bad bad-masked-fraction.json /model/masked_fraction
 check_bad bad-decoder-layers.json /model/decoder_layers
 check_bad bad-gpu-slice.json /plan/slice

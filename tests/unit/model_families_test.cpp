@@ -141,9 +141,10 @@ TEST_CASE("a GShard MoE layer pair in groups: the dispatch and combine einsums b
   CHECK(grouped.model_flops == test::rel(flat.model_flops, 1e-12));
   // dispatch GSEC,GSM->EGCM and combine EGCM,GSEC->GSM forward (2), the combine's two gradients and
   // the dispatch's one (the mask has none): 5 GEMMs of G x S x E C x d, 2 FLOPs a multiply-add; the
-  // permutations they replace had no FLOPs
-  const double einsum = 2 * G * S * EC * d;
-  CHECK(grouped.executed_flops - flat.executed_flops == test::rel(5 * einsum, 1e-12));
+  // permutations they replace had no FLOPs; and Lingvo's gating between the softmax and the masks
+  // (gate_positions): 6 k operations on each of the T E gate elements, k = 2, E = 8
+  const double einsum = 2 * G * S * EC * d, gating = 6 * 2 * T * 8;
+  CHECK(grouped.executed_flops - flat.executed_flops == test::rel(5 * einsum + gating, 1e-12));
   const StepGraph& g = grouped.workload.programs[0];
   CHECK(count_label(g, "dispatch_einsum") == 1);
   CHECK(count_label(g, "combine_einsum") == 1);
@@ -181,6 +182,73 @@ TEST_CASE("GShard's groups: a small group rounds the capacity up to a whole row,
   m.group_size = 128;  // one group: whole, but not one on each of two cores
   CHECK_NOTHROW(build_transformer_workload(m, half(32), one_device(4), 1));
   CHECK_THROWS_AS(build_transformer_workload(m, half(32), one_device(4), 2), std::invalid_argument);
+}
+
+// Lingvo's rule (lingvo/core/gshard_layers.py Top2GatingOnLogits): int(S cf / E), without top_k,
+// rounded up to a multiple of 4 where it exceeds expert_capacity_dim (1 when unset, as praxis).
+TEST_CASE("GShard's capacity under Lingvo's rule: int(S cf / E) rounded up to a multiple of 4") {
+  ModelSpec m;
+  m.experts_per_layer = 2048;
+  m.top_k = 2;
+  m.capacity_factor = 1;
+  m.group_size = 2048;
+  CHECK(m.group_capacity() == 2);  // the ceil rule: cf k S / E = 1 x 2 x 2048 / 2048
+  m.capacity_rule = ModelSpec::CapacityRule::lingvo;
+  m.capacity_factor = 2;  // the paper's 2 S / E, top_k being outside Lingvo's formula
+  CHECK(m.group_capacity() == 4);  // int(2048 x 2 / 2048) = 2, rounded up to 4
+  m.experts_per_layer = 512;
+  CHECK(m.group_capacity() == 8);  // int(8), already a multiple of 4
+  m.experts_per_layer = 128;
+  CHECK(m.group_capacity() == 32);  // int(32)
+  CHECK(m.padded_slots_per_token() == 2);  // E C / S = 128 x 32 / 2048
+  m.experts_per_layer = 2048;
+  m.capacity_factor = 1;
+  CHECK(m.group_capacity() == 1);  // int(1) does not exceed expert_capacity_dim 1: C stays 1
+  m.capacity_factor = 3.9;
+  CHECK(m.group_capacity() == 4);  // int(3.9) = 3, rounded up to 4
+  m.experts_per_layer = 16;
+  m.group_size = 128;
+  m.capacity_factor = 1.25;
+  CHECK(m.group_capacity() == 12);  // int(10) -> 12
+  m.capacity_rule = ModelSpec::CapacityRule::ceil;
+  CHECK(m.group_capacity() == 20);  // ceil(1.25 x 2 x 128 / 16)
+}
+
+TEST_CASE("capacity_rule: read for a grouped MoE model, refused without group_size or with an unknown rule") {
+  nlohmann::json j = test::small_gpt_on("tpu-v3-pod");
+  j["model"] = {{"name", "moe"}, {"layers", 2}, {"d_model", 256}, {"heads", 4}, {"d_ff", 1024}, {"vocab", 1024},
+                {"experts_per_layer", 16}, {"top_k", 2}, {"capacity_factor", 1.25}, {"moe_every", 2},
+                {"group_size", 128}, {"capacity_rule", "lingvo"}};
+  j["plan"] = {{"data_parallel", 16}, {"expert_parallel", 16}, {"micro_batch", 2}, {"global_batch", 32},
+               {"slice", {4, 4}}};
+  const Scenario sc = parse_scenario(j.dump(), "t.json");
+  CHECK(sc.model.capacity_rule == ModelSpec::CapacityRule::lingvo);
+  CHECK(sc.model.group_capacity() == 12);
+  nlohmann::json bad = j;
+  bad["model"]["capacity_rule"] = "floor";
+  CHECK(test::refusal(bad).first == "/model/capacity_rule");
+  bad = j;
+  bad["model"].erase("group_size");
+  const auto [path, expected] = test::refusal(bad);
+  CHECK(path == "/model/capacity_rule");
+  CHECK(expected.find("group_size") != std::string::npos);
+}
+
+// Lingvo's gating between the softmax and the [G, S, E, C] tensors: per choice, 6 reads of the
+// T x E gates or positions and the cumsum's write, in the activations' storage (bf16: 2 bytes).
+TEST_CASE("GShard's groups: the gating's position passes by hand") {
+  ModelSpec m = moe_layer_pair();
+  m.group_size = 32;
+  const TransformerWorkload tw = build_transformer_workload(m, half(32), one_device(4));
+  const StepGraph& g = tw.workload.programs[0];
+  CHECK(count_label(g, "gate_positions") == 1);
+  const auto& c = std::get<ComputeWork>(g[find_label(g, "gate_positions")].work);
+  const double T = 128, E = 8;
+  CHECK(c.bytes == test::rel(2 * 7 * T * E * 2, 1e-12));
+  CHECK(c.flops == test::rel(2 * 6 * T * E, 1e-12));
+  m.group_size = 0;  // ungrouped: a gather, no one-hot masks
+  const TransformerWorkload flat = build_transformer_workload(m, half(32), one_device(4));
+  CHECK(count_label(flat.workload.programs[0], "gate_positions") == 0);
 }
 
 TEST_CASE("encoder-decoder: each decoder layer adds cross-attention over the encoder's output") {
