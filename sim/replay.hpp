@@ -201,14 +201,17 @@ struct FoldedGate {
 };
 
 // A slot's communication kernels and, where its compute ops form a chain, its running compute task
-// (sim/sm_share.cpp).
+// (sim/sm_share.cpp): a run of ops (ProgramInfo::merged_next), of which `op` is running now.
 struct SlotShare {
   int held_sms = 0;           // SMs the collectives' kernels running on the slot hold
   int task = -1;              // its running compute task (-1: none)
-  double done_fraction = 0;   // of that task's work, as of since_s
+  int op = -1;                // the task's op running now
+  double done_fraction = 0;   // of that op's work, as of since_s
   double since_s = 0;
-  double duration_s = 0;      // the task's whole time at the current share
-  simgrid::kernel::timer::Timer* timer = nullptr;  // its end
+  double duration_s = 0;      // the op's whole time at the current share
+  simgrid::kernel::timer::Timer* timer = nullptr;  // the task's end (its run's last op's)
+  // The running op's end at the current share.
+  double op_end_s() const { return since_s + (1 - done_fraction) * duration_s; }
 };
 
 // A collective's kernel taking (sms > 0) or giving back (sms < 0) SMs on a slot when a task is done.
@@ -336,8 +339,12 @@ class Replay {
   // --- communication kernels' SMs beside compute (sm_share.cpp)
   void prepare_sm_share();
   void apply_kernel_marks(int t);
-  double compute_beside_s(const Task& task, int sms) const;
+  double compute_beside_s(const Task& task, int sms) const { return op_beside_s(task.ref, task.op, sms); }
+  double op_beside_s(int slot, int op, int sms) const;
   void start_shared_compute(int t, Task& task);
+  void begin_shared_op(int slot, int op, double start_s);
+  bool pass_ended_ops(int slot, double until_s);
+  double shared_run_end_s(int slot) const;
   void shared_compute_done(int t);
   void set_held_sms(int slot, int sms);
   bool shares_sms(const Task& task) const { return !slot_share_.empty() && prog(task.ref).kernels_hold_sms; }
@@ -345,6 +352,9 @@ class Replay {
   // Sorted by task, then slot; a marked task (Task::marked) finds its marks by binary search, so
   // the other tasks' completions look nothing up.
   std::vector<KernelMark> kernel_marks_;
+  // Where merged runs share SMs: the end of each op of a run but its last, at [slot_base_[slot] + op]
+  // (their ready and end times for the result, fill_merged_times); else empty.
+  std::vector<double> shared_op_end_s_;
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();

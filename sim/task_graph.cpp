@@ -75,9 +75,10 @@ void Replay::merge_compute_runs(ProgramInfo& p) {
   const StepGraph& g = *p.graph;
   p.merged_next.assign(p.n_ops, -1);
   p.merged.assign(p.n_ops, 0);
-  // With a memory path each op streams its own bytes beside its own execution, and beside
-  // communication kernels each op has its own share of the SMs (sm_share.cpp): no merged runs.
-  if (!p.compute_chain || !p.op_memory_bytes.empty() || p.kernels_hold_sms) return;
+  // With a memory path each op streams its own bytes beside its own execution: no merged runs.
+  // Beside communication kernels each op of a run still starts at its own share of the SMs
+  // (sm_share.cpp follows the run op by op).
+  if (!p.compute_chain || !p.op_memory_bytes.empty()) return;
   for (OpId v = 0; v < p.n_ops; ++v) {
     if (!g[v].is_compute() || boost::in_degree(v, g) != 1) continue;
     const OpId u = boost::source(*boost::in_edges(v, g).first, g);
