@@ -75,9 +75,7 @@ struct ProgramInfo {
   bool compute_chain = false;         // see compute_ops_form_a_chain()
   bool kernels_hold_sms = false;      // some collective's kernel holds SMs (sim/sm_share.cpp)
   std::vector<std::pair<int, int>> sm_ops;  // those collectives: (op, its kernel's SMs), in op order
-  // Where kernels hold SMs, per op: the SMs held its last cost beside them was computed for and
-  // that cost (Replay::compute_beside_s; 0 SMs: none yet). The same few shares recur op after op.
-  mutable std::vector<std::pair<int, double>> beside_s;
+  std::vector<int> work;               // per compute op: its distinct work (Replay::works_), else -1
   // A compute chain's runs (see merge_compute_runs()): merged_next[u] is the compute op whose
   // work continues op u's in the same task (-1: none), merged[v] that v continues its predecessor's.
   std::vector<int> merged_next;
@@ -232,7 +230,7 @@ struct PendingSync {
 
 // A compute op's work as a key: every field of ComputeWork, the doubles by their bits. Stages'
 // programs repeat the same few hundred kernels at the same shapes over their ~16,000 compute ops,
-// so prepare_program asks the cost model once per distinct work (Replay::compute_seconds).
+// so prepare_program asks the cost model once per distinct work (Replay::distinct_work).
 struct ComputeKey {
   std::array<std::int64_t, 11> words{};
   explicit ComputeKey(const ComputeWork& c);
@@ -240,6 +238,16 @@ struct ComputeKey {
 };
 struct ComputeKeyHash {
   size_t operator()(const ComputeKey& k) const;
+};
+
+// A distinct compute work of the programs: its cost, and its last costs beside communication
+// kernels (sm_share.cpp) as (SMs held, seconds) pairs (0 SMs: none yet), replaced in turn; the same
+// few shares recur op after op.
+struct DistinctWork {
+  const ComputeWork* work = nullptr;  // the first op's, in its program's graph
+  double seconds = 0;
+  std::array<std::pair<int, double>, 4> beside{};
+  int next = 0;  // the pair replaced next
 };
 
 class Replay {
@@ -275,8 +283,10 @@ class Replay {
   void check_collectives_matched() const;
   void expand_send(int s, OpId v, const TransferWork& t, int ready);
   void resolve_recv(const PendingRecv& p);
-  double compute_seconds(const ComputeWork& c);
-  std::unordered_map<ComputeKey, double, ComputeKeyHash> compute_seconds_;  // cost_.compute_time_s by work
+  int distinct_work(const ComputeWork& c);
+  std::unordered_map<ComputeKey, int, ComputeKeyHash> work_index_;  // index in works_ by work
+  mutable std::vector<DistinctWork> works_;
+  double work_beside_s(int work, int sms) const;
   static bool compute_ops_form_a_chain(const StepGraph& g);
   static void merge_compute_runs(ProgramInfo& p);
   double compute_end_s(const Task& task, double start_s) const;

@@ -38,11 +38,9 @@ void Replay::prepare_sm_share() {
     }
   }
   bool merged_runs = false;
-  for (ProgramInfo& p : programs_) {
-    if (!p.graph || !p.kernels_hold_sms) continue;
-    p.beside_s.assign(p.n_ops, {0, 0.0});
-    merged_runs = merged_runs || std::find(p.merged.begin(), p.merged.end(), 1) != p.merged.end();
-  }
+  for (const ProgramInfo& p : programs_)
+    if (p.graph && p.kernels_hold_sms)
+      merged_runs = merged_runs || std::find(p.merged.begin(), p.merged.end(), 1) != p.merged.end();
   std::sort(kernel_marks_.begin(), kernel_marks_.end(), [](const KernelMark& a, const KernelMark& b) {
     return a.task != b.task ? a.task < b.task : a.slot < b.slot;
   });
@@ -71,10 +69,18 @@ double Replay::op_beside_s(int slot, int op, int sms) const {
   const ProgramInfo& p = prog(slot);
   const double factor = net_.compute_factor(w_.node_of_rank[fold_.slot_rank[slot]]);
   if (sms <= 0) return p.op_seconds[op] * factor;
-  std::pair<int, double>& known = p.beside_s[op];
-  if (known.first != sms)
-    known = {sms, cost_.compute_time_beside_s(std::get<ComputeWork>((*p.graph)[op].work), sms)};
-  return known.second * factor;
+  return work_beside_s(p.work[op], sms) * factor;
+}
+
+// A distinct work's seconds beside `sms` held by communication kernels (its last few kept).
+double Replay::work_beside_s(int work, int sms) const {
+  DistinctWork& d = works_[work];
+  for (const auto& [held, seconds] : d.beside)
+    if (held == sms) return seconds;
+  auto& slot = d.beside[d.next];
+  d.next = (d.next + 1) % static_cast<int>(d.beside.size());
+  slot = {sms, cost_.compute_time_beside_s(*d.work, sms)};
+  return slot.second;
 }
 
 // The slot's running task starts its op `op` at start_s, at the share held now.

@@ -117,10 +117,14 @@ size_t ComputeKeyHash::operator()(const ComputeKey& k) const {
   return static_cast<size_t>(h);
 }
 
-// cost_.compute_time_s(c), asked once per distinct work (the cost model is a function of the work).
-double Replay::compute_seconds(const ComputeWork& c) {
-  auto [it, fresh] = compute_seconds_.try_emplace(ComputeKey(c), 0.0);
-  if (fresh) it->second = cost_.compute_time_s(c);
+// c's index in works_, its cost (cost_.compute_time_s) asked once per distinct work (the cost model
+// is a function of the work).
+int Replay::distinct_work(const ComputeWork& c) {
+  auto [it, fresh] = work_index_.try_emplace(ComputeKey(c), static_cast<int>(works_.size()));
+  if (fresh) {
+    works_.emplace_back().work = &c;
+    works_.back().seconds = cost_.compute_time_s(c);
+  }
   return it->second;
 }
 
@@ -137,6 +141,7 @@ void Replay::prepare_program(int index) {
   p.collective_seq.assign(p.n_ops, -1);
   p.single_pred.assign(p.n_ops, -1);  // (read by build for every slot: no walk of the graph's vertices)
   p.compute.assign(p.n_ops, 0);
+  p.work.assign(p.n_ops, -1);
   for (OpId v = 0; v < p.n_ops; ++v)
     if (boost::in_degree(v, g) == 1) p.single_pred[v] = static_cast<int>(boost::source(*boost::in_edges(v, g).first, g));
   p.compute_chain = compute_ops_form_a_chain(g);
@@ -144,7 +149,8 @@ void Replay::prepare_program(int index) {
   for (OpId v = 0; v < p.n_ops; ++v) {
     const Op& op = g[v];
     if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
-      p.op_seconds[v] = compute_seconds(*c);
+      p.work[v] = distinct_work(*c);
+      p.op_seconds[v] = works_[p.work[v]].seconds;
       if (!p.op_memory_bytes.empty()) p.op_memory_bytes[v] = memory_stream_bytes(*c, p.op_seconds[v]);
       p.compute[v] = 1;
     } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {
