@@ -352,8 +352,10 @@ class Replay {
   double compute_beside_s(const Task& task, int sms) const { return op_beside_s(task.ref, task.op, sms); }
   double op_beside_s(int slot, int op, int sms) const;
   void start_shared_compute(int t, Task& task);
-  void begin_shared_op(int slot, int op, double start_s);
-  bool pass_ended_ops(int slot, double until_s);
+  void begin_shared_op(SlotShare& sh, int slot, int op, double start_s) const;
+  bool pass_ended_ops(SlotShare& sh, int slot, double until_s, std::vector<OpTiming>* ops) const;
+  void change_share(SlotShare& sh, int slot, double now_s, int sms) const;
+  void replay_shared_run(int slot, int head, std::vector<OpTiming>& ops) const;
   double shared_run_end_s(int slot) const;
   void shared_compute_done(int t);
   void set_held_sms(int slot, int sms);
@@ -362,9 +364,9 @@ class Replay {
   // Sorted by task, then slot; a marked task (Task::marked) finds its marks by binary search, so
   // the other tasks' completions look nothing up.
   std::vector<KernelMark> kernel_marks_;
-  // Where merged runs share SMs: the end of each op of a run but its last, at [slot_base_[slot] + op]
-  // (their ready and end times for the result, fill_merged_times); else empty.
-  std::vector<double> shared_op_end_s_;
+  // Where merged runs share SMs, per slot: each change of the SMs held, as (date, SMs), in date
+  // order (their ops' times for the result: replay_shared_run); else empty.
+  std::vector<std::vector<std::pair<double, int>>> share_changes_;
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();

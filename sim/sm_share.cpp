@@ -18,7 +18,10 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "sim/replay.hpp"
 
@@ -47,7 +50,7 @@ void Replay::prepare_sm_share() {
   for (const KernelMark& m : kernel_marks_) tasks_[m.task].marked = true;
   if (kernel_marks_.empty()) return;
   slot_share_.assign(slots, SlotShare{});
-  if (merged_runs) shared_op_end_s_.assign(slot_base_[slots], 0.0);
+  if (merged_runs) share_changes_.assign(slots, {});
 }
 
 // Task t is done: the SMs its marks hold or free, slot by slot (a task that both starts and ends
@@ -83,9 +86,8 @@ double Replay::work_beside_s(int work, int sms) const {
   return slot.second;
 }
 
-// The slot's running task starts its op `op` at start_s, at the share held now.
-void Replay::begin_shared_op(int slot, int op, double start_s) {
-  SlotShare& sh = slot_share_[slot];
+// A run's state sh (on `slot`) starts its op `op` at start_s, at the share sh holds.
+void Replay::begin_shared_op(SlotShare& sh, int slot, int op, double start_s) const {
   sh.op = op;
   sh.done_fraction = 0;
   sh.since_s = start_s;
@@ -93,20 +95,46 @@ void Replay::begin_shared_op(int slot, int op, double start_s) {
   sh.duration_s = seconds > 0 ? seconds : 0;  // a free op ends as it starts
 }
 
-// The slot's running task goes past the ops of its run that end by until_s (each next one starting
-// at the share held now), their ends kept for the result. False when its last op ends by then too:
-// that one is left running, its timer due now.
-bool Replay::pass_ended_ops(int slot, double until_s) {
-  SlotShare& sh = slot_share_[slot];
+// A run's state sh (on `slot`) goes past the ops of its run that end by until_s, each next one
+// starting at the share sh holds; their times written to `ops` where given (fill_merged_times).
+// False when its last op ends by then too: that one is left running, its timer due now.
+bool Replay::pass_ended_ops(SlotShare& sh, int slot, double until_s, std::vector<OpTiming>* ops) const {
   const ProgramInfo& p = prog(slot);
   for (;;) {
     const double end_s = sh.op_end_s();
     if (end_s > until_s) return true;
     const int next = p.merged_next[sh.op];
     if (next < 0) return false;
-    shared_op_end_s_[slot_base_[slot] + sh.op] = end_s;
-    begin_shared_op(slot, next, end_s);
+    if (ops) (*ops)[sh.op].end_s = (*ops)[next].ready_s = end_s;
+    begin_shared_op(sh, slot, next, end_s);
   }
+}
+
+// The SMs held become `sms` at now_s, while sh's running op ends after now_s: the part of it done at
+// the old rate is counted, the rest goes on at the new one.
+void Replay::change_share(SlotShare& sh, int slot, double now_s, int sms) const {
+  sh.held_sms = sms;
+  sh.done_fraction = std::min(1.0, sh.done_fraction + (now_s - sh.since_s) / sh.duration_s);
+  sh.since_s = now_s;
+  sh.duration_s = op_beside_s(slot, sh.op, sms);
+}
+
+// The times of a run's ops beside communication kernels, its first op ready at ops[head].ready_s:
+// the run followed again through the slot's changes of the SMs held (share_changes_), with the
+// arithmetic the run had (start_shared_compute, set_held_sms).
+void Replay::replay_shared_run(int slot, int head, std::vector<OpTiming>& ops) const {
+  const auto& changes = share_changes_[slot];
+  const double start_s = ops[head].ready_s;
+  auto c = std::upper_bound(changes.begin(), changes.end(), start_s,
+                            [](double t, const std::pair<double, int>& ch) { return t < ch.first; });
+  SlotShare sh;
+  sh.held_sms = c == changes.begin() ? 0 : std::prev(c)->second;
+  begin_shared_op(sh, slot, head, start_s);
+  for (; c != changes.end(); ++c) {
+    if (!pass_ended_ops(sh, slot, c->first, &ops)) return;
+    change_share(sh, slot, c->first, c->second);
+  }
+  pass_ended_ops(sh, slot, std::numeric_limits<double>::infinity(), &ops);
 }
 
 // The slot's running task's end if the share held now holds: its running op's end, then each next
@@ -128,10 +156,9 @@ void Replay::start_shared_compute(int t, Task& task) {
   SlotShare& sh = slot_share_[task.ref];
   const double now_s = sg4::Engine::get_clock();
   sh.task = t;
-  begin_shared_op(task.ref, task.op, now_s);
+  begin_shared_op(sh, task.ref, task.op, now_s);
   const double end_s = shared_run_end_s(task.ref);
   if (!(end_s > now_s)) {
-    pass_ended_ops(task.ref, now_s);
     sh.task = -1;
     complete(t);
     return;
@@ -143,27 +170,23 @@ void Replay::start_shared_compute(int t, Task& task) {
 }
 
 void Replay::shared_compute_done(int t) {
-  const int slot = task_ref(t).ref;
-  pass_ended_ops(slot, std::numeric_limits<double>::infinity());
-  SlotShare& sh = slot_share_[slot];
+  SlotShare& sh = slot_share_[task_ref(t).ref];
   sh.task = -1;
   sh.timer = nullptr;
   part_done(t);
 }
 
 // The SMs held on a slot become `sms`: its running task's op goes on at the new rate, the ops after
-// it start at it.
+// it start at it. Where runs are merged, the change is kept for their ops' times (replay_shared_run).
 void Replay::set_held_sms(int slot, int sms) {
   SlotShare& sh = slot_share_[slot];
   const double now_s = sg4::Engine::get_clock();
-  if (sh.task < 0 || !pass_ended_ops(slot, now_s)) {  // (the ops it passes started at the old share)
+  if (!share_changes_.empty()) share_changes_[slot].emplace_back(now_s, sms);
+  if (sh.task < 0 || !pass_ended_ops(sh, slot, now_s, nullptr)) {  // (the ops it passes started at the old share)
     sh.held_sms = sms;
     return;
   }
-  sh.held_sms = sms;
-  sh.done_fraction = std::min(1.0, sh.done_fraction + (now_s - sh.since_s) / sh.duration_s);
-  sh.since_s = now_s;
-  sh.duration_s = op_beside_s(slot, sh.op, sms);
+  change_share(sh, slot, now_s, sms);
   sh.timer->remove();
   const int t = sh.task;
   sh.timer = simgrid::kernel::timer::Timer::set(shared_run_end_s(slot), [this, t]() { shared_compute_done(t); });
