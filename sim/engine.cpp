@@ -47,12 +47,17 @@ void Replay::release_run_state() {
 }
 
 // The ops of a merged compute run (task_graph.cpp, merge_compute_runs) share their run's task:
-// each one's ready and end times are rebuilt as the run's timer date was summed, op by op.
+// each one's ready and end times are rebuilt as the run's timer date was summed, op by op, or,
+// beside communication kernels, as the run followed them (sm_share.cpp, replay_shared_run).
 void Replay::fill_merged_times(size_t s, SimulatedRank& sr) const {
   const ProgramInfo& p = prog(static_cast<int>(s));
   const double factor = net_.compute_factor(w_.node_of_rank[fold_.slot_rank[s]]);
   for (size_t v = 0; v < sr.ops.size(); ++v) {
     if (p.merged[v] || p.merged_next[v] < 0) continue;
+    if (p.kernels_hold_sms) {
+      replay_shared_run(static_cast<int>(s), static_cast<int>(v), sr.ops);
+      continue;
+    }
     double t = sr.ops[v].ready_s;
     for (int u = static_cast<int>(v); u >= 0; u = p.merged_next[u]) {
       sr.ops[u].ready_s = t;
@@ -90,6 +95,7 @@ SimResult Replay::collect_result() {
     fill_merged_times(s, sr);
     res.ranks.push_back(std::move(sr));
   }
+  share_changes_ = std::vector<std::vector<std::pair<double, int>>>();
   stats_.simulated_ranks = static_cast<long>(fold_.slot_rank.size());
   res.stats = stats_;
   return res;

@@ -75,9 +75,7 @@ struct ProgramInfo {
   bool compute_chain = false;         // see compute_ops_form_a_chain()
   bool kernels_hold_sms = false;      // some collective's kernel holds SMs (sim/sm_share.cpp)
   std::vector<std::pair<int, int>> sm_ops;  // those collectives: (op, its kernel's SMs), in op order
-  // Where kernels hold SMs, per op: the SMs held its last cost beside them was computed for and
-  // that cost (Replay::compute_beside_s; 0 SMs: none yet). The same few shares recur op after op.
-  mutable std::vector<std::pair<int, double>> beside_s;
+  std::vector<int> work;               // per compute op: its distinct work (Replay::works_), else -1
   // A compute chain's runs (see merge_compute_runs()): merged_next[u] is the compute op whose
   // work continues op u's in the same task (-1: none), merged[v] that v continues its predecessor's.
   std::vector<int> merged_next;
@@ -201,14 +199,17 @@ struct FoldedGate {
 };
 
 // A slot's communication kernels and, where its compute ops form a chain, its running compute task
-// (sim/sm_share.cpp).
+// (sim/sm_share.cpp): a run of ops (ProgramInfo::merged_next), of which `op` is running now.
 struct SlotShare {
   int held_sms = 0;           // SMs the collectives' kernels running on the slot hold
   int task = -1;              // its running compute task (-1: none)
-  double done_fraction = 0;   // of that task's work, as of since_s
+  int op = -1;                // the task's op running now
+  double done_fraction = 0;   // of that op's work, as of since_s
   double since_s = 0;
-  double duration_s = 0;      // the task's whole time at the current share
-  simgrid::kernel::timer::Timer* timer = nullptr;  // its end
+  double duration_s = 0;      // the op's whole time at the current share
+  simgrid::kernel::timer::Timer* timer = nullptr;  // the task's end (its run's last op's)
+  // The running op's end at the current share.
+  double op_end_s() const { return since_s + (1 - done_fraction) * duration_s; }
 };
 
 // A collective's kernel taking (sms > 0) or giving back (sms < 0) SMs on a slot when a task is done.
@@ -229,7 +230,7 @@ struct PendingSync {
 
 // A compute op's work as a key: every field of ComputeWork, the doubles by their bits. Stages'
 // programs repeat the same few hundred kernels at the same shapes over their ~16,000 compute ops,
-// so prepare_program asks the cost model once per distinct work (Replay::compute_seconds).
+// so prepare_program asks the cost model once per distinct work (Replay::distinct_work).
 struct ComputeKey {
   std::array<std::int64_t, 11> words{};
   explicit ComputeKey(const ComputeWork& c);
@@ -237,6 +238,16 @@ struct ComputeKey {
 };
 struct ComputeKeyHash {
   size_t operator()(const ComputeKey& k) const;
+};
+
+// A distinct compute work of the programs: its cost, and its last costs beside communication
+// kernels (sm_share.cpp) as (SMs held, seconds) pairs (0 SMs: none yet), replaced in turn; the same
+// few shares recur op after op.
+struct DistinctWork {
+  const ComputeWork* work = nullptr;  // the first op's, in its program's graph
+  double seconds = 0;
+  std::array<std::pair<int, double>, 4> beside{};
+  int next = 0;  // the pair replaced next
 };
 
 class Replay {
@@ -272,8 +283,10 @@ class Replay {
   void check_collectives_matched() const;
   void expand_send(int s, OpId v, const TransferWork& t, int ready);
   void resolve_recv(const PendingRecv& p);
-  double compute_seconds(const ComputeWork& c);
-  std::unordered_map<ComputeKey, double, ComputeKeyHash> compute_seconds_;  // cost_.compute_time_s by work
+  int distinct_work(const ComputeWork& c);
+  std::unordered_map<ComputeKey, int, ComputeKeyHash> work_index_;  // index in works_ by work
+  mutable std::vector<DistinctWork> works_;
+  double work_beside_s(int work, int sms) const;
   static bool compute_ops_form_a_chain(const StepGraph& g);
   static void merge_compute_runs(ProgramInfo& p);
   double compute_end_s(const Task& task, double start_s) const;
@@ -336,8 +349,14 @@ class Replay {
   // --- communication kernels' SMs beside compute (sm_share.cpp)
   void prepare_sm_share();
   void apply_kernel_marks(int t);
-  double compute_beside_s(const Task& task, int sms) const;
+  double compute_beside_s(const Task& task, int sms) const { return op_beside_s(task.ref, task.op, sms); }
+  double op_beside_s(int slot, int op, int sms) const;
   void start_shared_compute(int t, Task& task);
+  void begin_shared_op(SlotShare& sh, int slot, int op, double start_s) const;
+  bool pass_ended_ops(SlotShare& sh, int slot, double until_s, std::vector<OpTiming>* ops) const;
+  void change_share(SlotShare& sh, int slot, double now_s, int sms) const;
+  void replay_shared_run(int slot, int head, std::vector<OpTiming>& ops) const;
+  double shared_run_end_s(int slot) const;
   void shared_compute_done(int t);
   void set_held_sms(int slot, int sms);
   bool shares_sms(const Task& task) const { return !slot_share_.empty() && prog(task.ref).kernels_hold_sms; }
@@ -345,6 +364,9 @@ class Replay {
   // Sorted by task, then slot; a marked task (Task::marked) finds its marks by binary search, so
   // the other tasks' completions look nothing up.
   std::vector<KernelMark> kernel_marks_;
+  // Where merged runs share SMs, per slot: each change of the SMs held, as (date, SMs), in date
+  // order (their ops' times for the result: replay_shared_run); else empty.
+  std::vector<std::vector<std::pair<double, int>>> share_changes_;
 
   // --- SimGrid side (simgrid_driver.cpp)
   void build_platform();

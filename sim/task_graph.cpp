@@ -75,9 +75,10 @@ void Replay::merge_compute_runs(ProgramInfo& p) {
   const StepGraph& g = *p.graph;
   p.merged_next.assign(p.n_ops, -1);
   p.merged.assign(p.n_ops, 0);
-  // With a memory path each op streams its own bytes beside its own execution, and beside
-  // communication kernels each op has its own share of the SMs (sm_share.cpp): no merged runs.
-  if (!p.compute_chain || !p.op_memory_bytes.empty() || p.kernels_hold_sms) return;
+  // With a memory path each op streams its own bytes beside its own execution: no merged runs.
+  // Beside communication kernels each op of a run still starts at its own share of the SMs
+  // (sm_share.cpp follows the run op by op).
+  if (!p.compute_chain || !p.op_memory_bytes.empty()) return;
   for (OpId v = 0; v < p.n_ops; ++v) {
     if (!g[v].is_compute() || boost::in_degree(v, g) != 1) continue;
     const OpId u = boost::source(*boost::in_edges(v, g).first, g);
@@ -116,10 +117,14 @@ size_t ComputeKeyHash::operator()(const ComputeKey& k) const {
   return static_cast<size_t>(h);
 }
 
-// cost_.compute_time_s(c), asked once per distinct work (the cost model is a function of the work).
-double Replay::compute_seconds(const ComputeWork& c) {
-  auto [it, fresh] = compute_seconds_.try_emplace(ComputeKey(c), 0.0);
-  if (fresh) it->second = cost_.compute_time_s(c);
+// c's index in works_, its cost (cost_.compute_time_s) asked once per distinct work (the cost model
+// is a function of the work).
+int Replay::distinct_work(const ComputeWork& c) {
+  auto [it, fresh] = work_index_.try_emplace(ComputeKey(c), static_cast<int>(works_.size()));
+  if (fresh) {
+    works_.emplace_back().work = &c;
+    works_.back().seconds = cost_.compute_time_s(c);
+  }
   return it->second;
 }
 
@@ -136,6 +141,7 @@ void Replay::prepare_program(int index) {
   p.collective_seq.assign(p.n_ops, -1);
   p.single_pred.assign(p.n_ops, -1);  // (read by build for every slot: no walk of the graph's vertices)
   p.compute.assign(p.n_ops, 0);
+  p.work.assign(p.n_ops, -1);
   for (OpId v = 0; v < p.n_ops; ++v)
     if (boost::in_degree(v, g) == 1) p.single_pred[v] = static_cast<int>(boost::source(*boost::in_edges(v, g).first, g));
   p.compute_chain = compute_ops_form_a_chain(g);
@@ -143,7 +149,8 @@ void Replay::prepare_program(int index) {
   for (OpId v = 0; v < p.n_ops; ++v) {
     const Op& op = g[v];
     if (const auto* c = std::get_if<ComputeWork>(&op.work)) {
-      p.op_seconds[v] = compute_seconds(*c);
+      p.work[v] = distinct_work(*c);
+      p.op_seconds[v] = works_[p.work[v]].seconds;
       if (!p.op_memory_bytes.empty()) p.op_memory_bytes[v] = memory_stream_bytes(*c, p.op_seconds[v]);
       p.compute[v] = 1;
     } else if (const auto* c = std::get_if<CollectiveWork>(&op.work)) {

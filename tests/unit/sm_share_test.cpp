@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
@@ -68,7 +70,48 @@ double two_gemms_end_s(int k) {
   return std::max(r.ranks.at(0).ops.at(1).end_s, r.ranks.at(0).ops.at(2).end_s);
 }
 
+// Each rank: the same collective (u seconds, k SMs) and beside it a chain of GEMMs of t_s seconds
+// each on the whole device, each after the one before: one merged run (task_graph.cpp), one timer.
+SimResult gemm_chain(const std::vector<double>& t_s, double u_s, int k) {
+  const test::StarNetwork net(2, 1e9, 0);
+  CollectiveWork c{CollectiveKind::all_reduce, CollectiveAlgorithm::ring, "all", u_s * 1e9};
+  c.kernel_sms = k;
+  Workload w = test::one_collective_workload(2, c);
+  for (size_t i = 0; i < t_s.size(); ++i) {
+    ComputeWork g;
+    g.kernel = Kernel::gemm;
+    g.precision = Precision::fp16;
+    g.flops = t_s[i] * 1e12;
+    g.shape = KernelShape{{1000, 1000, 1000}, 1};
+    std::vector<OpId> after;
+    if (i > 0) after.push_back(static_cast<OpId>(i));  // op 0 is the collective
+    add_op(w.programs[0], Op{"gemm" + std::to_string(i), "gemm", Phase::forward, g}, after);
+  }
+  return simulate(w, net, device_of_100_sms(), EngineOptions{});
+}
+
 }  // namespace
+
+TEST_CASE("SM share: a chain of GEMMs (0.2, 0.3, 0.4 s) beside a 0.5 s collective holding 20 SMs, one timer") {
+  // the first at 0.8 ends at 0.25 s; the second starts there at 0.8, has done 0.2 of its 0.3 s at
+  // 0.5 s and the rest at the whole device by 0.6 s; the third 0.6 -> 1.0 s
+  const SimResult r = gemm_chain({0.2, 0.3, 0.4}, 0.5, 20);
+  const auto& ops = r.ranks.at(0).ops;
+  CHECK(ops.at(1).end_s == test::rel(0.25, 1e-12));
+  CHECK(ops.at(2).ready_s == test::rel(0.25, 1e-12));
+  CHECK(ops.at(2).end_s == test::rel(0.6, 1e-12));
+  CHECK(ops.at(3).ready_s == test::rel(0.6, 1e-12));
+  CHECK(ops.at(3).end_s == test::rel(1.0, 1e-12));
+  CHECK(r.stats.compute_activities == 1);  // one folded rank, one run: one timer, set again at 0.5 s
+}
+
+TEST_CASE("SM share: a chain whose first GEMM ends as the collective does starts the next at the whole device") {
+  // 0.4 s at 0.8 ends at 0.5 s; the 0.3 s one then runs 0.5 -> 0.8 s
+  const SimResult r = gemm_chain({0.4, 0.3}, 0.5, 20);
+  const auto& ops = r.ranks.at(0).ops;
+  CHECK(ops.at(1).end_s == test::rel(0.5, 1e-12));
+  CHECK(ops.at(2).end_s == test::rel(0.8, 1e-12));
+}
 
 TEST_CASE("SM share: GEMMs that are not a chain take the share at their launch: 2 x 1.25 s on one unit = 2.5 s") {
   CHECK(two_gemms_end_s(20) == test::rel(2.5, 1e-12));
