@@ -189,9 +189,14 @@ class GraphBuilder {
   }
   template <class Work>
   long add(std::string name, std::string label, Phase ph, Work w, const After& after) {
-    // (boost's add_vertex(property) copies the op: a default vertex, then the op moved in)
+    // (boost's add_vertex(property) copies the op: a default vertex, then each field moved in, with
+    // no whole Op built and moved as well)
     const OpId v = boost::add_vertex(g_);
-    g_[v] = Op{std::move(name), std::move(label), ph, std::move(w)};
+    Op& op = g_[v];
+    op.name = std::move(name);
+    op.label = std::move(label);
+    op.phase = ph;
+    op.work.template emplace<Work>(std::move(w));
     for (const long d : after)
       if (d >= 0) boost::add_edge(static_cast<OpId>(d), v, g_);
     return static_cast<long>(v);

@@ -2,6 +2,21 @@
 // The engine knows these ops only as compute work (costed by the cost model) and
 // collectives over a named group role; it knows nothing about transformers.
 #pragma once
+#include <boost/container/container_fwd.hpp>
+#include <cstddef>
+
+// (declared before boost's graph headers: boost::graph_detail::find calls container_category
+// qualified, so only the overloads declared before its definition are seen; defined below)
+namespace boost::graph_detail {
+struct vector_tag;
+struct unstable_tag;
+template <class T, std::size_t N, class A, class O>
+vector_tag container_category(const boost::container::small_vector<T, N, A, O>&);
+template <class T, std::size_t N, class A, class O>
+unstable_tag iterator_stability(const boost::container::small_vector<T, N, A, O>&);
+}  // namespace boost::graph_detail
+
+#include <boost/container/small_vector.hpp>
 #include <boost/graph/adjacency_list.hpp>
 #include <string>
 #include <variant>
@@ -118,9 +133,43 @@ struct Op {
   bool is_compute() const { return std::holds_alternative<ComputeWork>(work); }
 };
 
+}  // namespace exasim
+
+// Each op's in- and out-edge lists: a vector that holds its first edge in the vertex itself (most
+// ops have one predecessor and one successor), so that adding an op and its edges does not allocate
+// two one-edge vectors on the heap (boost's vecS did: two mallocs an op, and a realloc at a second
+// successor). Boost's adjacency_list takes a custom selector through container_gen and
+// parallel_edge_traits (boost/graph/adjacency_list.hpp); its push, find and erase dispatch on
+// container_category and iterator_stability (declared at the top of this file).
+namespace exasim {
+struct small_edge_vecS {};
+}  // namespace exasim
+namespace boost {
+template <class ValueType>
+struct container_gen<exasim::small_edge_vecS, ValueType> {
+  typedef boost::container::small_vector<ValueType, 1> type;
+};
+template <>
+struct parallel_edge_traits<exasim::small_edge_vecS> {
+  typedef allow_parallel_edge_tag type;
+};
+namespace graph_detail {
+template <class T, std::size_t N, class A, class O>
+vector_tag container_category(const boost::container::small_vector<T, N, A, O>&) {
+  return vector_tag();
+}
+template <class T, std::size_t N, class A, class O>
+unstable_tag iterator_stability(const boost::container::small_vector<T, N, A, O>&) {
+  return unstable_tag();
+}
+}  // namespace graph_detail
+}  // namespace boost
+
+namespace exasim {
+
 // The graph-wide edge list is a vector (boost's default, a std::list, allocates a node per edge;
-// no code removes an edge or iterates boost::edges).
-using StepGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
+// no code removes an edge or iterates boost::edges); each op's own edge lists are small_edge_vecS.
+using StepGraph = boost::adjacency_list<small_edge_vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
                                         boost::no_property, boost::vecS>;
 using OpId = StepGraph::vertex_descriptor;
 

@@ -40,3 +40,24 @@ TEST_CASE("GraphBuilder: an op runs after one id, a vector or a brace list of id
   CHECK_THROWS_AS(b.memory("f", "x", Phase::forward, Kernel::gelu, Precision::fp16, elements(8), 8, 16, {a, c, d, e, w}),
                   std::invalid_argument);
 }
+
+TEST_CASE("StepGraph: an op's edge lists keep their first edge inline and grow past it, in order") {
+  // (sim/step_graph.hpp: small_edge_vecS holds one edge in the vertex, the rest on the heap)
+  StepGraph g;
+  const OpId a = add_op(g, Op{"a", "x", Phase::forward, ComputeWork{}}, {});
+  const OpId b = add_op(g, Op{"b", "x", Phase::forward, ComputeWork{}}, {a});
+  const OpId c = add_op(g, Op{"c", "x", Phase::forward, ComputeWork{}}, {a});
+  const OpId d = add_op(g, Op{"d", "x", Phase::backward, ComputeWork{}}, {a, b, c});
+  CHECK(boost::num_edges(g) == 5);
+  CHECK(boost::out_degree(a, g) == 3);
+  CHECK(boost::in_degree(d, g) == 3);
+  CHECK(sources_of(g, static_cast<long>(d)) == std::vector<OpId>{a, b, c});
+  std::vector<OpId> targets;
+  for (auto [e, end] = boost::out_edges(a, g); e != end; ++e) targets.push_back(boost::target(*e, g));
+  CHECK(targets == std::vector<OpId>{b, c, d});
+  CHECK(boost::edge(b, d, g).second);
+  CHECK_FALSE(boost::edge(d, b, g).second);
+  const StepGraph copy = g;  // a copy keeps every edge (the inline one and the heap's)
+  CHECK(boost::in_degree(d, copy) == 3);
+  CHECK(copy[d].name == "d");
+}
